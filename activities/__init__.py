@@ -1,0 +1,1 @@
+"""CPU-side activities (generation, assembly), the artifact store and the orchestration worker."""

@@ -1,0 +1,87 @@
+"""The artifact store (claim check): images are stored here and travel through Temporal as :class:`ArtifactRef`.
+
+Keys are deterministic (:mod:`workflows.keys`), so a retried activity overwrites its own output instead of adding a
+second copy. Writes are atomic (temporary file, then rename): a crash mid-write never leaves a torn blob.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import unquote, urlparse
+
+from workflows.contract import ArtifactRef
+
+
+class ArtifactError(Exception):
+    """A stored artifact is missing or does not match its reference."""
+
+
+class ArtifactStore(Protocol):
+    """Where image bytes live. Implementations: :class:`FileArtifactStore` (``file://``)."""
+
+    def put(
+        self, key: str, data: bytes, media_type: str, *, width: int | None = None, height: int | None = None
+    ) -> ArtifactRef: ...
+
+    def get(self, ref: ArtifactRef) -> bytes: ...
+
+
+class FileArtifactStore:
+    """Artifacts as files under one root folder, addressed by ``file://`` URIs."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+
+    def _path(self, key: str) -> Path:
+        path = (self.root / key).resolve()
+        if not path.is_relative_to(self.root):
+            raise ValueError(f"artifact key {key!r} escapes the store root")
+        return path
+
+    def put(
+        self, key: str, data: bytes, media_type: str, *, width: int | None = None, height: int | None = None
+    ) -> ArtifactRef:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return ArtifactRef(
+            uri=path.as_uri(),
+            sha256=hashlib.sha256(data).hexdigest(),
+            size_bytes=len(data),
+            media_type=media_type,
+            width=width,
+            height=height,
+        )
+
+    def get(self, ref: ArtifactRef) -> bytes:
+        parsed = urlparse(ref.uri)
+        if parsed.scheme != "file":
+            raise ArtifactError(f"{ref.uri}: this store reads file:// artifacts only")
+        path = Path(unquote(parsed.path))
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError as err:
+            raise ArtifactError(f"{ref.uri}: artifact is missing") from err
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != ref.sha256:
+            raise ArtifactError(f"{ref.uri}: content changed (sha256 {digest}, expected {ref.sha256})")
+        return data
+
+
+def open_store(uri: str) -> ArtifactStore:
+    """The store for a root URI: ``file:///abs/path`` or a plain path."""
+    parsed = urlparse(uri)
+    if parsed.scheme in ("", "file"):
+        return FileArtifactStore(Path(unquote(parsed.path) if parsed.scheme else uri))
+    raise ValueError(f"unsupported artifact store {uri!r}: use file:///path")

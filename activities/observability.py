@@ -1,0 +1,47 @@
+"""Structured logs (one JSON object per line) and the optional Prometheus endpoint of the Temporal runtime."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+
+_STANDARD_ATTRS = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
+
+
+class JsonLineFormatter(logging.Formatter):
+    """Formats a record as one JSON line with its extra fields (Temporal adds workflow / activity context)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for key, value in record.__dict__.items():
+            if key not in _STANDARD_ATTRS and not key.startswith("_"):
+                line[key] = value
+        if record.exc_info:
+            line["exc"] = self.formatException(record.exc_info)
+        return json.dumps(line, default=str)
+
+
+def configure_logging(level: str = "INFO") -> None:
+    """Send every log record to stderr as a JSON line."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLineFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+
+
+def temporal_runtime(metrics_bind: str) -> Runtime | None:
+    """A runtime serving Prometheus ``/metrics`` on ``metrics_bind`` (host:port), or None to use the default."""
+    if not metrics_bind:
+        return None
+    return Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=metrics_bind)))

@@ -1,0 +1,48 @@
+"""Settings of every popcon process, from the environment (``POPCON_*``) or a ``.env`` file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+
+
+class Settings(BaseSettings):
+    """One flat settings object; each process reads the part it needs."""
+
+    model_config = SettingsConfigDict(env_prefix="POPCON_", env_file=".env", extra="ignore")
+
+    # Temporal
+    temporal_address: str = "localhost:7233"
+    temporal_namespace: str = "default"
+    temporal_ui_url: str = Field(default="http://localhost:8233", description="Base URL of the Web UI, for links.")
+
+    # Embedded dev server (make dev / popcon demo)
+    data_dir: Path = PROJECT_DIR / ".popcon"
+    dev_server_port: int = 7233
+    dev_server_ui_port: int = 8233
+
+    # Artifacts
+    artifact_root: str = Field(default="", description="file:///path; empty = <data_dir>/artifacts.")
+
+    # Workers
+    orchestration_activity_concurrency: int = Field(default=8, ge=1)
+    gpu_concurrency: int = Field(default=3, ge=1, description="Matting activities one GPU worker runs at once.")
+    matting_device: Literal["auto", "cpu", "cuda"] = Field(default="auto", description="auto = CUDA when present.")
+    model_dir: Path = Field(default=PROJECT_DIR / ".popcon" / "models", description="Offline model weights folder.")
+    metrics_bind: str = Field(default="", description="host:port for Prometheus /metrics; empty = off.")
+    log_level: str = "INFO"
+
+    # DashScope (Alibaba Cloud Model Studio) image generation
+    dashscope_api_key: SecretStr | None = None
+    dashscope_base_url: str = "https://dashscope-intl.aliyuncs.com/api/v1"
+    dashscope_model: str = "wan2.2-t2i-flash"
+    dashscope_poll_interval_s: float = Field(default=2.0, gt=0)
+    dashscope_timeout_s: float = Field(default=300.0, gt=0)
+
+    def artifact_root_uri(self) -> str:
+        return self.artifact_root or (self.data_dir / "artifacts").resolve().as_uri()

@@ -1,0 +1,155 @@
+"""What a matting step is, and the state that flows through a pipeline of steps.
+
+A pipeline such as ``rembg:isnet-anime+sam2+defringe`` is a list of steps. Each step is built once per worker process
+by its factory (that is where a model engine loads its weights), then shared by every concurrent activity: ``apply``
+must be thread-safe, which in practice means it never mutates the step or the state it is given. A step takes a
+:class:`MatteState` and returns a new one with more filled in.
+
+Images inside a pipeline are float32 in [0, 1]; the pipeline converts to and from uint8 at its edges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Literal, Protocol
+
+import numpy as np
+
+Device = Literal["auto", "cpu", "cuda"]
+
+TOLERANCE_FLOOR = 0.05
+"""Smallest colour distance (RGB in [0, 1]) that counts as 'not the background', whatever the measured noise."""
+
+NOISE_TO_TOLERANCE = 4.0
+"""Tolerance per unit of measured noise: 4 median residual distances is about 6 per-channel standard deviations of
+Gaussian noise, so a pure background pixel almost never exceeds it."""
+
+
+class MattingError(Exception):
+    """A matting pipeline could not produce a cut-out."""
+
+
+class UnsupportedImageError(MattingError):
+    """The image is outside what a step can handle (e.g. a textured background for the classical engine).
+
+    Retrying the same image gives the same error; another pipeline (a model engine) may succeed.
+    """
+
+
+class PipelineError(MattingError, ValueError):
+    """A pipeline name is not usable. Raised before any work, so a caller can reject the request up front."""
+
+
+class UnknownPipelineError(PipelineError):
+    """A pipeline names a step that no engine provides."""
+
+
+class InvalidPipelineError(PipelineError):
+    """A pipeline's steps exist but do not fit together (bad syntax, unknown variant, a refiner with no coarse step)."""
+
+
+class StepRole(StrEnum):
+    """Where a step may stand in a pipeline."""
+
+    COARSE = "coarse"
+    """Makes an alpha from the image alone; comes first."""
+    REFINER = "refiner"
+    """Improves the alpha or colours of an earlier step; needs a coarse step before it."""
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """Where steps run and where they find weights. Shared by every step of a worker process.
+
+    Attributes:
+        device: ``auto`` picks CUDA when a model engine finds it, else the CPU; ``cpu`` or ``cuda`` force one.
+        model_dir: Folder holding model weights, for engines that load them; ``None`` means the engine's default.
+    """
+
+    device: Device = "auto"
+    model_dir: Path | None = None
+
+
+@dataclass(frozen=True)
+class Background:
+    """A background known per pixel, e.g. fitted by the classical engine.
+
+    Attributes:
+        colour: float32 HxWx3, the background colour behind every pixel (also where the subject covers it).
+        noise: Median distance of true background pixels from ``colour`` (RGB distance, [0, 1] scale).
+    """
+
+    colour: np.ndarray
+    noise: float
+
+    @property
+    def tolerance(self) -> float:
+        """Colour distance from ``colour`` above which a pixel is not plain background."""
+        return max(TOLERANCE_FLOOR, NOISE_TO_TOLERANCE * self.noise)
+
+
+@dataclass(frozen=True)
+class MatteState:
+    """What a pipeline knows about one image so far. Steps return a changed copy and never mutate arrays in place.
+
+    Attributes:
+        image: float32 HxWx3 in [0, 1], the input image.
+        alpha: float32 HxW in [0, 1], once a coarse step ran.
+        foreground: float32 HxWx3 straight (unpremultiplied) foreground colour; ``None`` means the image itself.
+        background: The background behind the subject, when a step could estimate it.
+    """
+
+    image: np.ndarray
+    alpha: np.ndarray | None = None
+    foreground: np.ndarray | None = None
+    background: Background | None = None
+
+
+@dataclass(frozen=True)
+class MatteResult:
+    """A finished cut-out.
+
+    Attributes:
+        rgba: uint8 HxWx4, straight (unpremultiplied) colour. After ``defringe``, RGB holds the foreground colour
+            even where alpha is 0, so resampling or compositing never pulls in the old background.
+        alpha: float32 HxW in [0, 1], the alpha before quantisation to uint8.
+        device: Where the pipeline ran, e.g. ``cpu`` or ``cuda+cpu`` (distinct step devices in step order).
+        precision: Numeric precision, e.g. ``fp32`` or ``fp16+fp32``.
+    """
+
+    rgba: np.ndarray
+    alpha: np.ndarray
+    device: str
+    precision: str
+
+
+class MattingStep(Protocol):
+    """One built step of a pipeline. Built once per process, then used by concurrent activities."""
+
+    @property
+    def device(self) -> str:
+        """Where this step runs: ``cpu`` or ``cuda`` (resolved, never ``auto``)."""
+        ...
+
+    @property
+    def precision(self) -> str:
+        """Numeric precision this step computes in, e.g. ``fp32`` or ``fp16``."""
+        ...
+
+    def apply(self, state: MatteState) -> MatteState:
+        """Return ``state`` with this step's work done. Must be thread-safe and must not mutate ``state``.
+
+        Raises:
+            UnsupportedImageError: The step cannot handle this image.
+        """
+        ...
+
+
+StepFactory = Callable[[str | None, StepContext], MattingStep]
+"""Builds a step from its variant (the part after ':' in ``engine:variant``, or ``None``) and the worker's context.
+
+This is where a model engine loads its weights. A step module exposes its factory as ``create_step``.
+"""

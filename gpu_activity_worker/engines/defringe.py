@@ -1,0 +1,242 @@
+"""The refiner ``defringe``: a clean edge after any coarse step, with no background halo.
+
+A halo is background colour left in the cut-out: an alpha that is too wide or too soft at the edge, and edge pixels
+whose colour still mixes in the old background. Colour estimation alone cannot fix a too-wide alpha, so when the
+background is known this step re-estimates the alpha itself near the edge:
+
+* Background: taken from the coarse step when it fitted one (``floodfill``), else fitted here as a smooth surface to
+  the pixels well outside the coarse silhouette (alpha >= 0.5). When even that fails (a textured background), only
+  the colours are fixed, with blur-fusion foreground estimation (Forte & Pitie 2021), and the alpha is kept.
+* Snap: background-coloured pixels reachable from outside the silhouette, up to :data:`SNAP` pixels in, are dropped
+  from it, so the edge band sits on the real colour edge even when a model's alpha is several pixels too wide.
+* Band: the pixels within :data:`BAND` pixels of the silhouette edge, on both sides.
+* Alpha: a band pixel is ``I = a F + (1 - a) B`` with B known. F is the pixel's reference colour: among the pixels of
+  its window inside the silhouette and at least as deep as it, whose colour lies on the line from B through I (within
+  a tolerance), the one farthest from B, i.e. the purest sample of the colour being mixed with the background (the
+  pixel itself when nothing is purer). Then ``a = (I - B).(F - B) / |F - B|^2``, clipped to [0, 1] and snapped to 0
+  or 1 within noise of either end. Looking only inward keeps an inner edge (an outline meeting the fill) from being
+  mistaken for a mix with the background. Colours are compared in :data:`LUMA_WEIGHTED` space, which resists JPEG.
+* Colours: unmixed, ``F = B + (I - B) / a``, where ``a`` is large enough for the division to be stable, else the
+  reference colour.
+* Outside the band the alpha is the silhouette, hard; wherever the alpha is 0 the colour is that of the nearest
+  visible pixel, so resampling or a straight-alpha viewer never shows the old background.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+from scipy import ndimage
+
+from gpu_activity_worker.engines.base import Background, MatteState, StepContext
+from gpu_activity_worker.engines.classical import MAX_NOISE, fit_background
+
+BAND = 3
+"""Half-width in pixels of the edge band where alpha is re-estimated."""
+
+SNAP = 2 * BAND
+"""How far inside a coarse silhouette background-coloured pixels are trimmed before the band is placed."""
+
+WINDOW = 2
+"""Radius of the square window searched for a band pixel's foreground colour."""
+
+RELATIVE_COLLINEARITY = 0.15
+"""How far (relative to |I - B|) a pixel may lie off the line from B to its foreground colour."""
+
+STRONG_FOREGROUND = 2.0
+"""A foreground colour reference must differ from the background by this many tolerances; weaker pixels are mostly
+background plus noise or compression ringing, and would inflate the alpha of pixels compared with them."""
+
+MIN_UNMIX_ALPHA = 0.25
+"""Below this alpha the unmixing division amplifies noise too much: the reference colour is used instead."""
+
+DEAD_ZONE = 0.5
+"""Alpha snaps to 0 (to 1) where the pixel is within this many tolerances of the background (of its reference)."""
+
+MIN_FIT_INLIERS = 0.8
+"""Share of the far-outside pixels that must fit a smooth surface to trust it as the background."""
+
+BLUR_FUSION_RADII = (90, 6)
+"""Box radii of the two blur-fusion passes (coarse, then fine), as in Forte & Pitie 2021."""
+
+_YCBCR = np.array([[0.299, 0.587, 0.114], [-0.169, -0.331, 0.5], [0.5, -0.419, -0.081]])
+LUMA_WEIGHTED = (_YCBCR / np.linalg.norm(_YCBCR, axis=1, keepdims=True) * [[1.0], [0.5], [0.5]]).astype(np.float32)
+"""Colour space of the edge alpha estimate: YCbCr with unit rows, chroma at half weight. Codecs (JPEG) keep chroma
+at half resolution, so at an edge chroma is smeared over a few pixels while luma stays sharp; leaning on luma makes
+the estimate follow the sharp signal. For an exact mix of two colours any such linear space gives the same alpha."""
+
+_FOUR_CONNECTED = ndimage.generate_binary_structure(2, 1)
+
+
+def _signed_depth(mask: np.ndarray) -> np.ndarray:
+    """Distance to the silhouette edge: >= 1 inside the mask, <= -1 outside."""
+    inside = ndimage.distance_transform_edt(mask)
+    outside = ndimage.distance_transform_edt(~mask)
+    return (inside - outside).astype(np.float32)
+
+
+def _background_from_alpha(image: np.ndarray, depth: np.ndarray) -> Background | None:
+    """Fit the background to the pixels well outside the silhouette; ``None`` when it is not smooth."""
+    far = depth <= -(BAND + 2)
+    sparse = np.zeros_like(far)
+    sparse[::2, ::2] = far[::2, ::2]
+    if sparse.sum() < 50:
+        return None
+    fit = fit_background(image, sparse)
+    if fit.inlier_fraction < MIN_FIT_INLIERS or fit.background.noise > MAX_NOISE:
+        return None
+    return fit.background
+
+
+def _box_blur(values: np.ndarray, radius: int) -> np.ndarray:
+    size = (2 * radius + 1, 2 * radius + 1, 1) if values.ndim == 3 else 2 * radius + 1
+    return ndimage.uniform_filter(values, size=size, mode="nearest")
+
+
+def blur_fusion_foreground(image: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """Foreground colours where the background is unknown: blur-fusion estimation (Forte & Pitie 2021).
+
+    Each pass blurs the alpha-weighted foreground and the (1 - alpha)-weighted background estimates into smooth
+    local means, then corrects the foreground so that ``a F + (1 - a) B`` reproduces the image. A coarse pass is
+    followed by a fine one.
+
+    Args:
+        image: float32 HxWx3 in [0, 1].
+        alpha: float32 HxW in [0, 1].
+
+    Returns:
+        float32 HxWx3 straight foreground colour.
+    """
+    a = alpha[..., None]
+    foreground, background = image, image
+    for radius in BLUR_FUSION_RADII:
+        blurred_alpha = _box_blur(a, radius)
+        blurred_fg = _box_blur(foreground * a, radius) / (blurred_alpha + 1e-5)
+        background = _box_blur(background * (1 - a), radius) / (1 - blurred_alpha + 1e-5)
+        foreground = np.clip(blurred_fg + a * (image - a * blurred_fg - (1 - a) * background), 0.0, 1.0)
+    return foreground.astype(np.float32)
+
+
+def _offsets() -> list[tuple[int, int]]:
+    span = range(-WINDOW, WINDOW + 1)
+    return [(dy, dx) for dy in span for dx in span if (dy, dx) != (0, 0)]
+
+
+def _snap_to_colour_edge(image: np.ndarray, mask: np.ndarray, depth: np.ndarray, background: Background) -> np.ndarray:
+    """Drop from a too-wide silhouette the background-coloured pixels reachable from outside it.
+
+    Only pixels within :data:`SNAP` pixels of the silhouette edge can go, so a band centred on the snapped edge
+    reaches the true edge even when a model's alpha is several pixels too wide, while background-coloured parts deep
+    inside the subject (white eyes) stay.
+    """
+    plain = np.linalg.norm(image - background.colour, axis=2) <= background.tolerance
+    reachable = ~mask | (plain & (depth <= SNAP))
+    outside = ndimage.binary_propagation(~mask, structure=_FOUR_CONNECTED, mask=reachable)
+    return mask & ~outside
+
+
+def _band_alpha(
+    image: np.ndarray, background: Background, depth: np.ndarray, ys: np.ndarray, xs: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Alpha and reference foreground colour of the band pixels (see the module docstring).
+
+    Returns:
+        Alpha (N) and reference colour (N x 3, RGB) of the pixels at ``ys, xs``; the reference is the pixel's own
+        colour where no purer one was found.
+    """
+    weighted = image @ LUMA_WEIGHTED.T
+    bg = background.colour[ys, xs] @ LUMA_WEIGHTED.T
+    diff = weighted[ys, xs] - bg
+    diff2 = np.einsum("ij,ij->i", diff, diff)
+    tolerance2 = background.tolerance**2
+    strong2 = (STRONG_FOREGROUND * background.tolerance) ** 2
+    best_v2 = np.where(diff2 > strong2, diff2, 0.0)
+    best_proj = best_v2.copy()
+    ref_y, ref_x = ys + WINDOW, xs + WINDOW
+    # The line test: squared distance of I - B from the line through F - B is diff2 - proj^2 / v2.
+    slack2 = np.maximum(tolerance2, RELATIVE_COLLINEARITY**2 * diff2)
+    padded = np.pad(weighted, ((WINDOW, WINDOW), (WINDOW, WINDOW), (0, 0)), mode="edge")
+    padded_depth = np.pad(depth, WINDOW, mode="constant", constant_values=-np.inf)
+    own_depth = depth[ys, xs]
+    for dy, dx in _offsets():
+        qy, qx = ys + (WINDOW + dy), xs + (WINDOW + dx)
+        v = padded[qy, qx] - bg
+        v2 = np.einsum("ij,ij->i", v, v)
+        proj = np.einsum("ij,ij->i", diff, v)
+        inward = padded_depth[qy, qx]
+        better = (inward >= own_depth) & (inward > 0) & (v2 > np.maximum(best_v2, strong2)) & (proj > 0)
+        better &= diff2 * v2 - proj * proj <= slack2 * v2
+        best_v2 = np.where(better, v2, best_v2)
+        best_proj = np.where(better, proj, best_proj)
+        ref_y = np.where(better, qy, ref_y)
+        ref_x = np.where(better, qx, ref_x)
+    alpha = np.divide(best_proj, best_v2, out=np.zeros_like(best_proj), where=best_v2 > 0)
+    # Within the dead zone of either end the difference from pure background or pure foreground is noise-sized.
+    length = np.sqrt(best_v2)
+    dead = DEAD_ZONE * background.tolerance
+    alpha[alpha * length <= dead] = 0.0
+    alpha[(best_v2 > 0) & ((1 - alpha) * length <= dead)] = 1.0
+    return np.clip(alpha, 0.0, 1.0), image[ref_y - WINDOW, ref_x - WINDOW]
+
+
+def _extend_colours(foreground: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """Give every invisible pixel the colour of the nearest visible one."""
+    visible = alpha > 0.5 / 255
+    if not visible.any():
+        return foreground
+    nearest = ndimage.distance_transform_edt(~visible, return_distances=False, return_indices=True)
+    return foreground[nearest[0], nearest[1]]
+
+
+def defringe(image: np.ndarray, alpha: np.ndarray, background: Background | None) -> tuple[np.ndarray, np.ndarray]:
+    """Re-estimate the edge alpha against the background and unmix the edge colours.
+
+    Args:
+        image: float32 HxWx3 in [0, 1].
+        alpha: float32 HxW in [0, 1], the coarse alpha (hard or soft, possibly too wide).
+        background: The known background, or ``None`` to fit one around the silhouette.
+
+    Returns:
+        The refined alpha (float32 HxW) and straight foreground colour (float32 HxWx3). When no smooth background
+        can be found, the alpha is returned unchanged and the colours come from :func:`blur_fusion_foreground`.
+    """
+    mask = alpha >= 0.5
+    depth = _signed_depth(mask)
+    if background is None:
+        background = _background_from_alpha(image, depth)
+        if background is None:
+            return alpha, blur_fusion_foreground(image, alpha)
+    snapped = _snap_to_colour_edge(image, mask, depth, background)
+    if not np.array_equal(snapped, mask):
+        mask, depth = snapped, _signed_depth(snapped)
+    ys, xs = np.nonzero(np.abs(depth) <= BAND)
+    band_alpha, reference = _band_alpha(image, background, depth, ys, xs)
+    refined = mask.astype(np.float32)
+    refined[ys, xs] = band_alpha
+    unmixed = (
+        background.colour[ys, xs]
+        + (image[ys, xs] - background.colour[ys, xs]) / np.maximum(band_alpha, MIN_UNMIX_ALPHA)[:, None]
+    )
+    foreground = image.copy()
+    foreground[ys, xs] = np.where((band_alpha >= MIN_UNMIX_ALPHA)[:, None], np.clip(unmixed, 0.0, 1.0), reference)
+    return refined, _extend_colours(foreground, refined)
+
+
+class DefringeStep:
+    """Refiner: clean edge alpha and halo-free colours (see the module docstring)."""
+
+    device = "cpu"
+    precision = "fp32"
+
+    def apply(self, state: MatteState) -> MatteState:
+        """Refine ``alpha`` and set ``foreground``."""
+        if state.alpha is None:
+            raise ValueError("defringe needs an alpha from a coarse step before it")
+        alpha, foreground = defringe(state.image, state.alpha, state.background)
+        return replace(state, alpha=alpha, foreground=foreground)
+
+
+def create_step(variant: str | None, context: StepContext) -> DefringeStep:
+    """The step factory: defringe has no variants and no weights, so it ignores both arguments."""
+    return DefringeStep()

@@ -1,0 +1,156 @@
+"""Matting quality metrics, for tests and benchmarks.
+
+Conventions follow Rhemann et al. 2009 and Deep Image Matting (Composition-1k): alphas are float arrays in [0, 1],
+scored over the **whole image** (there is no trimap here), with SAD, gradient and connectivity errors divided by 1000
+as usually reported. MSE is returned as is (not multiplied by 1e3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import ndimage
+
+GRADIENT_SIGMA = 1.4
+CONNECTIVITY_STEP = 0.1
+CONNECTIVITY_MIN_DIFF = 0.15
+HALO_BAND = 3
+"""Pixels within this distance of the true edge make up the band the halo score looks at."""
+
+
+def sad(alpha: np.ndarray, truth: np.ndarray) -> float:
+    """Sum of absolute differences, / 1000."""
+    return float(np.abs(alpha.astype(np.float64) - truth).sum() / 1000)
+
+
+def mse(alpha: np.ndarray, truth: np.ndarray) -> float:
+    """Mean squared error."""
+    return float(np.mean((alpha.astype(np.float64) - truth) ** 2))
+
+
+def _gradient_magnitude(alpha: np.ndarray) -> np.ndarray:
+    values = alpha.astype(np.float64)
+    gy = ndimage.gaussian_filter(values, GRADIENT_SIGMA, order=(1, 0))
+    gx = ndimage.gaussian_filter(values, GRADIENT_SIGMA, order=(0, 1))
+    return np.hypot(gx, gy)
+
+
+def gradient_error(alpha: np.ndarray, truth: np.ndarray) -> float:
+    """Sum of squared differences of the gradient magnitudes (Gaussian derivative filters, sigma 1.4), / 1000."""
+    return float(((_gradient_magnitude(alpha) - _gradient_magnitude(truth)) ** 2).sum() / 1000)
+
+
+def _connectivity_levels(alpha: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    """Per pixel, the highest threshold at which it is still 4-connected to the main body of both alphas.
+
+    For each threshold t = 0.1 .. 1.0, the main body is the largest 4-connected component of the pixels that are >= t
+    in both alphas; a pixel's level is the last threshold before it drops out of the main body (1 if it never does).
+    """
+    levels = np.full(alpha.shape, -1.0)
+    thresholds = np.arange(1, round(1 / CONNECTIVITY_STEP) + 1) * CONNECTIVITY_STEP
+    for previous, threshold in zip(np.concatenate([[0.0], thresholds[:-1]]), thresholds, strict=True):
+        labels, count = ndimage.label((alpha >= threshold) & (truth >= threshold))
+        if count:
+            sizes = np.bincount(labels.ravel())
+            sizes[0] = 0
+            body = labels == int(np.argmax(sizes))
+        else:
+            body = np.zeros(alpha.shape, dtype=bool)
+        levels[(levels == -1) & ~body] = previous
+    levels[levels == -1] = 1.0
+    return levels
+
+
+def connectivity_error(alpha: np.ndarray, truth: np.ndarray) -> float:
+    """Connectivity error (Rhemann et al. 2009), / 1000.
+
+    ``phi = 1 - d * [d >= 0.15]`` with ``d = alpha - level`` (see :func:`_connectivity_levels`); the error is the sum
+    of ``|phi(alpha) - phi(truth)|``.
+    """
+    a = alpha.astype(np.float64)
+    t = truth.astype(np.float64)
+    levels = _connectivity_levels(a, t)
+    d_alpha, d_truth = a - levels, t - levels
+    phi_alpha = 1 - d_alpha * (d_alpha >= CONNECTIVITY_MIN_DIFF)
+    phi_truth = 1 - d_truth * (d_truth >= CONNECTIVITY_MIN_DIFF)
+    return float(np.abs(phi_alpha - phi_truth).sum() / 1000)
+
+
+def pixel_accuracy(alpha: np.ndarray, truth: np.ndarray) -> float:
+    """Share of pixels on the same side of 0.5 in both alphas (foreground vs background)."""
+    return float(np.mean((alpha > 0.5) == (truth > 0.5)))
+
+
+def dtssd(alphas: Sequence[np.ndarray], truths: Sequence[np.ndarray]) -> float:
+    """Temporal flicker of a sequence: mean over consecutive frame pairs of
+    ``100 * sqrt(sum(((a_t - a_t-1) - (a*_t - a*_t-1))^2) / N)``, N the number of pixels.
+
+    Raises:
+        ValueError: Fewer than two frames, or sequences of different lengths.
+    """
+    if len(alphas) != len(truths) or len(alphas) < 2:
+        raise ValueError("dtSSD needs two sequences of the same length, at least 2 frames")
+    values = []
+    for t in range(1, len(alphas)):
+        change = alphas[t].astype(np.float64) - alphas[t - 1]
+        true_change = truths[t].astype(np.float64) - truths[t - 1]
+        values.append(100 * np.sqrt(np.sum((change - true_change) ** 2) / change.size))
+    return float(np.mean(values))
+
+
+def edge_band(truth: np.ndarray, width: int = HALO_BAND) -> np.ndarray:
+    """Pixels within ``width`` pixels of the true edge: the fractional pixels and the 0.5 contour (bool HxW)."""
+    solid = truth > 0.5
+    edge = ((truth > 0) & (truth < 1)) | (solid ^ ndimage.binary_erosion(solid))
+    return ndimage.distance_transform_edt(~edge) <= width
+
+
+def halo_score(rgba: np.ndarray, true_rgba: np.ndarray) -> float:
+    """How much wrong colour shows at the edge of a cut-out, in 0..255 units (0 is perfect).
+
+    Both cut-outs are composited over black and over white. For each, the score is the mean absolute difference of
+    the two composites over the pixels and channels of the edge band (:func:`edge_band` of the true alpha); the halo
+    score is the larger of the two. A background halo (old background colour left in the edge) shows on one of the
+    two, whatever its colour; so does a too-wide or too-narrow alpha. Only premultiplied colour enters, so the RGB
+    of fully transparent pixels does not matter.
+
+    Args:
+        rgba: Straight RGBA, uint8 HxWx4 or float HxWx4 in [0, 1].
+        true_rgba: The ground truth, in the same form.
+    """
+    predicted, truth = _unit(rgba), _unit(true_rgba)
+    band = edge_band(truth[..., 3])
+    worst = 0.0
+    for backdrop in (0.0, 1.0):
+        over_pred = predicted[..., :3] * predicted[..., 3:] + backdrop * (1 - predicted[..., 3:])
+        over_true = truth[..., :3] * truth[..., 3:] + backdrop * (1 - truth[..., 3:])
+        worst = max(worst, float(np.abs(over_pred - over_true)[band].mean()) * 255)
+    return worst
+
+
+def _unit(rgba: np.ndarray) -> np.ndarray:
+    return rgba.astype(np.float64) / 255 if rgba.dtype == np.uint8 else rgba.astype(np.float64)
+
+
+@dataclass(frozen=True)
+class AlphaMetrics:
+    """The per-frame alpha metrics of one prediction."""
+
+    sad: float
+    mse: float
+    gradient: float
+    connectivity: float
+    pixel_accuracy: float
+
+
+def alpha_metrics(alpha: np.ndarray, truth: np.ndarray) -> AlphaMetrics:
+    """Every per-frame alpha metric of ``alpha`` against ``truth`` (float HxW in [0, 1])."""
+    return AlphaMetrics(
+        sad=sad(alpha, truth),
+        mse=mse(alpha, truth),
+        gradient=gradient_error(alpha, truth),
+        connectivity=connectivity_error(alpha, truth),
+        pixel_accuracy=pixel_accuracy(alpha, truth),
+    )

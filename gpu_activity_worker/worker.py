@@ -1,0 +1,48 @@
+"""The GPU worker: matting activities on task queue ``emoji-gpu``, at most ``gpu_concurrency`` at once."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities.artifacts import ArtifactStore, open_store
+from activities.connection import connect
+from activities.observability import configure_logging, temporal_runtime
+from activities.serve import serve_until_signalled
+from activities.settings import Settings
+from gpu_activity_worker.activities import MattingActivities
+from gpu_activity_worker.engines.base import StepContext
+from workflows.contract import GPU_TASK_QUEUE
+
+
+def build_gpu_worker(client: Client, settings: Settings, store: ArtifactStore) -> tuple[Worker, MattingActivities]:
+    """A worker serving the GPU queue with the in-process engines; its concurrency is the GPU's capacity.
+
+    Returns the worker and its activities (close them once the worker has stopped).
+    """
+    matting = MattingActivities(
+        store,
+        StepContext(device=settings.matting_device, model_dir=settings.model_dir),
+        concurrency=settings.gpu_concurrency,
+    )
+    worker = Worker(
+        client,
+        task_queue=GPU_TASK_QUEUE,
+        activities=[matting.describe_pipeline, matting.matte_frame],
+        max_concurrent_activities=settings.gpu_concurrency,
+        graceful_shutdown_timeout=timedelta(seconds=60),
+    )
+    return worker, matting
+
+
+async def main() -> None:
+    settings = Settings()
+    configure_logging(settings.log_level)
+    client = await connect(settings, temporal_runtime(settings.metrics_bind))
+    worker, matting = build_gpu_worker(client, settings, open_store(settings.artifact_root_uri()))
+    try:
+        await serve_until_signalled(worker)
+    finally:
+        matting.close()

@@ -1,0 +1,272 @@
+"""The ``popcon`` command line, on top of :class:`starter.client.EmojiSetClient`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Coroutine
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from activities.settings import Settings
+from starter import demo as demo_module
+from starter.client import EmojiSetClient, EmojiSetError
+from starter.devstack import DevStack
+from starter.download import download_result
+from starter.watch import watch_until
+from workflows.contract import (
+    DeadlinePolicy,
+    EmojiSetInput,
+    Phase,
+    PickCandidateInput,
+    RegenerateFrameInput,
+    ReviewPolicy,
+)
+from workflows.presets import DEFAULT_POSES, PRESETS
+
+app = typer.Typer(help="popcon emoji pipeline: start and steer emoji sets on Temporal.", no_args_is_help=True)
+dev_app = typer.Typer(help="The embedded local stack (Temporal dev server + both workers).", no_args_is_help=True)
+app.add_typer(dev_app, name="dev")
+console = Console()
+T = TypeVar("T")
+
+SetId = Annotated[str, typer.Argument(help="The set id (its workflow id).")]
+
+
+def _run(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine; client and validation errors become a one-line message and exit code 1."""
+    try:
+        return asyncio.run(coroutine)
+    except (EmojiSetError, ValidationError, ValueError) as err:
+        console.print(f"[red]error:[/red] {err}")
+        raise typer.Exit(1) from err
+
+
+async def _client() -> EmojiSetClient:
+    return await EmojiSetClient.connect(Settings())
+
+
+@app.command()
+def presets() -> None:
+    """List the built-in pose presets."""
+    table = Table("name", "motion", "frame ms", "prompt")
+    for preset in PRESETS.values():
+        table.add_row(preset.name, preset.motion.value, str(preset.frame_duration_ms), preset.prompt)
+    console.print(table)
+
+
+@app.command()
+def start(
+    prompt: Annotated[str, typer.Option("--prompt", "-p", help="The character, e.g. 'a round orange cat'.")],
+    pose: Annotated[list[str] | None, typer.Option("--pose", help="A pose preset; repeat for several.")] = None,
+    frames: Annotated[int, typer.Option(help="Frames per emoji.")] = 12,
+    candidates: Annotated[int, typer.Option(help="Candidates per frame.")] = 2,
+    style: Annotated[str, typer.Option()] = "flat cartoon sticker",
+    pipeline: Annotated[str, typer.Option(help="Matting pipeline.")] = "classical",
+    generator: Annotated[str, typer.Option()] = "procedural",
+    seed: Annotated[int, typer.Option()] = 0,
+    owner: Annotated[str, typer.Option()] = "",
+    deadline_hours: Annotated[float, typer.Option(help="Review deadline in hours.")] = 24.0,
+    on_deadline: Annotated[DeadlinePolicy, typer.Option()] = DeadlinePolicy.AUTO_APPROVE,
+    set_id: Annotated[str | None, typer.Option(help="Choose the set id (idempotent start).")] = None,
+    watch: Annotated[bool, typer.Option(help="Show a progress bar until the set awaits review.")] = False,
+) -> None:
+    """Start an emoji set."""
+    request = EmojiSetInput(
+        character_prompt=prompt,
+        style=style,
+        poses=list(pose or DEFAULT_POSES),
+        frames_per_emoji=frames,
+        candidates_per_frame=candidates,
+        matting_pipeline=pipeline,
+        generator=generator,
+        seed=seed,
+        owner=owner,
+        review=ReviewPolicy(deadline=timedelta(hours=deadline_hours), on_deadline=on_deadline),
+    )
+
+    async def go() -> None:
+        client = await _client()
+        started = await client.start(request, set_id=set_id)
+        console.print(f"started [bold]{started}[/bold]\n{client.web_ui_url(started)}")
+        if watch:
+            await watch_until(client, started, console)
+
+    _run(go())
+
+
+@app.command()
+def state(set_id: SetId, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Show a set's state: phase, frames, candidates, picks."""
+
+    async def go() -> None:
+        current = await (await _client()).state(set_id)
+        if as_json:
+            console.print_json(current.model_dump_json())
+            return
+        console.print(f"[bold]{current.set_id}[/bold] {current.phase.value} "
+                      f"{current.frames_done()}/{current.frames_total()} frames ready")
+        if current.notice:
+            console.print(f"[yellow]{current.notice}[/yellow]")
+        table = Table("emoji", "frame", "status", "pick", "candidates (index:score)", "error")
+        for emoji, frame in current.frames():
+            scores = " ".join(
+                f"{c.index}:{c.score:.2f}" if c.score is not None else f"{c.index}:{c.status.value}"
+                for c in frame.candidates
+            )
+            pick = "-" if frame.pick is None else f"{frame.pick} ({frame.picked_by.value if frame.picked_by else ''})"
+            table.add_row(emoji.pose, str(frame.index), frame.status.value, pick, scores, frame.error or "")
+        console.print(table)
+
+    _run(go())
+
+
+@app.command()
+def watch(set_id: SetId) -> None:
+    """Show a live progress bar until the set awaits review or ends."""
+
+    async def go() -> None:
+        client = await _client()
+        await watch_until(client, set_id, console)
+
+    _run(go())
+
+
+@app.command()
+def pick(set_id: SetId, emoji: str, frame: int, candidate: int) -> None:
+    """Use a candidate of a frame by hand."""
+
+    async def go() -> None:
+        result = await (await _client()).pick(
+            PickCandidateInput(emoji=emoji, frame=frame, candidate=candidate), set_id=set_id
+        )
+        console.print(f"{emoji} frame {result.index}: candidate {result.pick} picked")
+
+    _run(go())
+
+
+@app.command()
+def regenerate(
+    set_id: SetId,
+    emoji: str,
+    prompt: Annotated[str, typer.Option("--prompt", "-p", help="The custom prompt for the new candidates.")],
+    frame: Annotated[int | None, typer.Option(help="One frame; omit to regenerate the whole emoji.")] = None,
+    candidates: Annotated[int | None, typer.Option(help="How many new candidates per frame.")] = None,
+    wait: Annotated[bool, typer.Option(help="Wait until the new candidates are matted.")] = True,
+) -> None:
+    """Regenerate a frame (or a whole emoji) from a custom prompt."""
+
+    async def go() -> None:
+        request = RegenerateFrameInput(emoji=emoji, frame=frame, prompt=prompt, candidates=candidates)
+        result = await (await _client()).regenerate(request, set_id=set_id, wait=wait)
+        if result is None:
+            console.print("regeneration accepted; follow it with `popcon state`")
+            return
+        for state in result.frames:
+            console.print(f"{emoji} frame {state.index}: {state.status.value}, pick {state.pick}, "
+                          f"{len(state.candidates)} candidates" + (f", {state.error}" if state.error else ""))
+
+    _run(go())
+
+
+@app.command()
+def approve(set_id: SetId, reviewer: Annotated[str, typer.Option()] = "") -> None:
+    """Approve a set for assembly."""
+
+    async def go() -> None:
+        await (await _client()).approve(set_id, reviewer=reviewer)
+        console.print(f"approval sent for {set_id}")
+
+    _run(go())
+
+
+@app.command()
+def cancel(set_id: SetId, reason: Annotated[str, typer.Option()] = "") -> None:
+    """Cancel a set."""
+
+    async def go() -> None:
+        await (await _client()).cancel(set_id, reason=reason)
+        console.print(f"cancellation sent for {set_id}")
+
+    _run(go())
+
+
+@app.command()
+def result(
+    set_id: SetId,
+    out: Annotated[Path | None, typer.Option(help="Copy the exported files into this folder.")] = None,
+) -> None:
+    """Wait for a set to end and show (or download) its result."""
+
+    async def go() -> None:
+        finished = await (await _client()).result(set_id)
+        if out is None:
+            console.print_json(finished.model_dump_json(exclude={"state"}))
+            return
+        for path in download_result(finished, out, Settings()):
+            console.print(str(path))
+
+    _run(go())
+
+
+@app.command(name="list")
+def list_sets(
+    phase: Annotated[Phase | None, typer.Option(help="Only sets in this phase, e.g. awaiting_review.")] = None,
+    owner: Annotated[str | None, typer.Option()] = None,
+    limit: Annotated[int, typer.Option()] = 50,
+) -> None:
+    """List sets, newest first."""
+
+    async def go() -> None:
+        sets = await (await _client()).list_sets(phase=phase, owner=owner, limit=limit)
+        table = Table("set id", "status", "phase", "frames", "owner", "started")
+        for item in sets:
+            table.add_row(
+                item.set_id,
+                item.status,
+                item.phase or "",
+                f"{item.frames_done}/{item.frames_total}" if item.frames_total else "",
+                item.owner or "",
+                item.started_at.isoformat(timespec="seconds") if item.started_at else "",
+            )
+        console.print(table)
+
+    _run(go())
+
+
+@app.command()
+def demo(
+    out: Annotated[Path, typer.Option(help="Where the exported files go.")] = Path("out/demo"),
+    prompt: Annotated[str, typer.Option()] = demo_module.DEMO_PROMPT,
+    frames: Annotated[int, typer.Option()] = 12,
+) -> None:
+    """Run a demo set end to end on the local stack (starting it if needed) and write its files to OUT."""
+    _run(demo_module.run_demo(Settings(), out=out, prompt=prompt, frames=frames, console=console))
+
+
+@dev_app.command("start")
+def dev_start() -> None:
+    """Start the dev server and both workers in the background (no-op for what already runs)."""
+    settings = Settings()
+    started = _run(DevStack(settings).start())
+    console.print(f"started: {', '.join(started) or 'nothing (already running)'}")
+    console.print(f"Temporal Web UI: {settings.temporal_ui_url}   logs: {DevStack(settings).log_dir}")
+
+
+@dev_app.command("stop")
+def dev_stop() -> None:
+    """Stop the background stack (workers drain first)."""
+    stopped = DevStack(Settings()).stop()
+    console.print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
+
+
+@dev_app.command("status")
+def dev_status() -> None:
+    """Show which services of the stack run."""
+    console.print_json(json.dumps(DevStack(Settings()).status()))

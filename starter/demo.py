@@ -1,0 +1,42 @@
+"""The demo: one set end to end on the local stack, with a pick by hand and an approval, like a reviewer would."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from activities.settings import Settings
+from starter.client import EmojiSetClient
+from starter.devstack import DevStack
+from starter.download import download_result
+from starter.watch import watch_until
+from workflows.contract import EmojiSetInput, Phase, PickCandidateInput
+
+DEMO_PROMPT = "a round orange cat with a blue scarf"
+
+
+async def run_demo(settings: Settings, *, out: Path, prompt: str, frames: int, console: Console) -> Path:
+    """Start the stack if needed, run a set through review and assembly, and write its files to ``out``."""
+    started = await DevStack(settings).start()
+    if started:
+        console.print(f"started {', '.join(started)} (stop with `make stop`)")
+    client = await EmojiSetClient.connect(settings)
+    set_id = await client.start(
+        EmojiSetInput(character_prompt=prompt, frames_per_emoji=frames, candidates_per_frame=2, owner="demo")
+    )
+    console.print(f"set [bold]{set_id}[/bold]\nWeb UI: {client.web_ui_url(set_id)}")
+    state = await watch_until(client, set_id, console)
+    if state.phase is not Phase.AWAITING_REVIEW:
+        raise RuntimeError(f"the demo set ended as {state.phase.value}: {state.notice or state.cancel_reason}")
+    first = state.emojis[0].frames[0]
+    other = next((c.index for c in first.usable() if c.index != first.pick), None)
+    if other is not None:
+        await client.pick(PickCandidateInput(emoji=state.emojis[0].pose, frame=0, candidate=other), set_id=set_id)
+        console.print(f"picked candidate {other} of {state.emojis[0].pose} frame 0 by hand")
+    await client.approve(set_id, reviewer="demo")
+    result = await client.result(set_id)
+    for path in download_result(result, out, settings):
+        console.print(f"  {path}")
+    console.print(f"[green]done[/green]: {len(result.emojis)} emoji in {out}\nWeb UI: {client.web_ui_url(set_id)}")
+    return out

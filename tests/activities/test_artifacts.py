@@ -1,0 +1,56 @@
+"""The file artifact store: atomic, verified, deterministic, confined to its root."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from activities.artifacts import ArtifactError, FileArtifactStore, open_store
+from workflows.keys import candidate_key, key_segment
+
+
+def test_put_then_get_round_trips_and_describes_the_blob(tmp_path: Path) -> None:
+    store = FileArtifactStore(tmp_path)
+    ref = store.put("sets/a/x.png", b"pixels", "image/png", width=2, height=3)
+    assert ref.uri == (tmp_path / "sets/a/x.png").as_uri()
+    assert (ref.size_bytes, ref.media_type, ref.width, ref.height) == (6, "image/png", 2, 3)
+    assert store.get(ref) == b"pixels"
+
+
+def test_same_key_overwrites_instead_of_duplicating(tmp_path: Path) -> None:
+    store = FileArtifactStore(tmp_path)
+    store.put("k.png", b"first", "image/png")
+    second = store.put("k.png", b"second", "image/png")
+    assert store.get(second) == b"second"
+    assert [p.name for p in tmp_path.iterdir()] == ["k.png"], "no temporary files are left behind"
+
+
+def test_changed_or_missing_content_is_detected(tmp_path: Path) -> None:
+    store = FileArtifactStore(tmp_path)
+    ref = store.put("k.png", b"original", "image/png")
+    (tmp_path / "k.png").write_bytes(b"tampered")
+    with pytest.raises(ArtifactError, match="content changed"):
+        store.get(ref)
+    (tmp_path / "k.png").unlink()
+    with pytest.raises(ArtifactError, match="missing"):
+        store.get(ref)
+
+
+def test_keys_cannot_escape_the_root(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="escapes"):
+        FileArtifactStore(tmp_path).put("../outside.png", b"x", "image/png")
+
+
+def test_open_store_accepts_file_uris_and_paths(tmp_path: Path) -> None:
+    assert isinstance(open_store(tmp_path.as_uri()), FileArtifactStore)
+    assert isinstance(open_store(str(tmp_path)), FileArtifactStore)
+    with pytest.raises(ValueError, match="unsupported artifact store"):
+        open_store("ftp://example/x")
+
+
+def test_keys_are_deterministic_and_safe() -> None:
+    assert candidate_key("set-1", "wave", 3, 1, "matte.png") == "sets/set-1/wave/frame-003/candidate-01.matte.png"
+    unsafe = key_segment("../a b/ü")
+    assert "/" not in unsafe and ".." != unsafe and unsafe == key_segment("../a b/ü")
+    assert key_segment("a b") != key_segment("a_b"), "sanitised ids stay unique"

@@ -1,0 +1,120 @@
+"""The defringe refiner after a coarse step that gave a too-wide, too-soft alpha (as model engines often do)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import ndimage
+
+from gpu_activity_worker import metrics
+from gpu_activity_worker.engines.base import MatteState
+from gpu_activity_worker.engines.defringe import DefringeStep, blur_fusion_foreground, defringe
+
+SIZE = 128
+OUTLINE = np.array([0.2, 0.1, 0.3])
+FILL = np.array([0.3, 0.7, 0.4])
+EYE = (52.0, 64.0)
+
+
+def _disc(radius: float, centre: tuple[float, float] = (64.0, 64.0)) -> np.ndarray:
+    yy, xx = np.indices((SIZE, SIZE), dtype=np.float64)
+    return np.clip(0.5 - (np.hypot(yy - centre[0], xx - centre[1]) - radius), 0.0, 1.0)
+
+
+def _subject() -> tuple[np.ndarray, np.ndarray]:
+    """A disc with a 4 px dark outline and a white eye: straight foreground colour and exact alpha."""
+    inner, eye = _disc(36)[..., None], _disc(8, EYE)[..., None]
+    colour = OUTLINE * (1 - inner) + FILL * inner
+    return colour * (1 - eye) + eye, _disc(40)
+
+
+def _backdrop(kind: str) -> np.ndarray:
+    if kind == "white":
+        return np.ones((SIZE, SIZE, 3))
+    if kind == "gradient":
+        x = np.linspace(0.0, 1.0, SIZE)[None, :, None]
+        return np.broadcast_to(np.array([1.0, 0.9, 0.7]) * (1 - x) + np.array([0.7, 0.85, 1.0]) * x, (SIZE, SIZE, 3))
+    return np.random.default_rng(3).uniform(0.0, 1.0, (SIZE, SIZE, 3))
+
+
+def _image(foreground: np.ndarray, alpha: np.ndarray, kind: str) -> np.ndarray:
+    a = alpha[..., None]
+    return (np.rint((foreground * a + _backdrop(kind) * (1 - a)) * 255) / 255).astype(np.float32)
+
+
+def _too_wide(alpha: np.ndarray, grow: int) -> np.ndarray:
+    """What a coarse model often returns: the alpha dilated by ``grow`` pixels and blurred."""
+    return ndimage.gaussian_filter(ndimage.grey_dilation(alpha, size=2 * grow + 1), 1.0).astype(np.float32)
+
+
+@pytest.mark.parametrize("grow", [2, 4])
+@pytest.mark.parametrize("kind", ["white", "gradient"])
+def test_too_wide_alpha_loses_its_halo(kind: str, grow: int) -> None:
+    foreground, alpha = _subject()
+    image = _image(foreground, alpha, kind)
+    wide = _too_wide(alpha, grow)
+    truth = np.dstack([foreground, alpha])
+
+    refined, colours = defringe(image, wide, None)
+
+    naive_halo = metrics.halo_score(np.dstack([image, wide]), truth)
+    assert naive_halo >= 30
+    assert metrics.halo_score(np.dstack([colours, refined]), truth) <= 1.5
+    assert metrics.sad(refined, alpha) <= 0.01 < metrics.sad(wide, alpha) / 50
+    assert metrics.pixel_accuracy(refined, alpha) >= 0.999
+
+
+def test_white_eye_on_white_background_stays_opaque() -> None:
+    foreground, alpha = _subject()
+
+    refined, _ = defringe(_image(foreground, alpha, "white"), _too_wide(alpha, 3), None)
+
+    assert refined[round(EYE[0]) - 5 : round(EYE[0]) + 6, round(EYE[1])].min() == 1.0
+
+
+def test_transparent_pixels_carry_the_foreground_colour() -> None:
+    foreground, alpha = _subject()
+
+    refined, colours = defringe(_image(foreground, alpha, "white"), _too_wide(alpha, 2), None)
+
+    just_outside = (ndimage.distance_transform_edt(alpha == 0) <= 3) & (refined == 0)
+    assert just_outside.sum() > 100
+    assert np.abs(colours[just_outside] - OUTLINE).max() <= 0.05  # the outline colour, not the white background
+
+
+def test_textured_background_keeps_the_alpha_and_estimates_colours() -> None:
+    foreground, alpha = _subject()
+    image = _image(foreground, alpha, "texture")
+    soft = ndimage.gaussian_filter(alpha, 1.5).astype(np.float32)
+
+    refined, colours = defringe(image, soft, None)
+
+    assert np.array_equal(refined, soft)
+    edge = (soft > 0.2) & (soft < 0.8)
+    naive_error = np.abs(image[edge] - OUTLINE).mean()
+    assert np.abs(colours[edge] - OUTLINE).mean() < 0.7 * naive_error
+
+
+def test_blur_fusion_recovers_a_flat_colour_over_a_texture() -> None:
+    alpha = _disc(30).astype(np.float32)
+    soft = ndimage.gaussian_filter(alpha, 1.0).astype(np.float32)
+    image = _image(np.broadcast_to(FILL, (SIZE, SIZE, 3)), soft, "texture")
+
+    colours = blur_fusion_foreground(image, soft)
+
+    edge = (soft > 0.3) & (soft < 0.9)
+    assert np.abs(colours[edge] - FILL).mean() <= 0.08
+
+
+def test_empty_alpha_stays_empty() -> None:
+    image = np.ones((32, 32, 3), dtype=np.float32)
+
+    refined, colours = defringe(image, np.zeros((32, 32), dtype=np.float32), None)
+
+    assert refined.max() == 0.0
+    assert colours.shape == image.shape
+
+
+def test_step_needs_a_coarse_alpha() -> None:
+    with pytest.raises(ValueError, match="coarse step"):
+        DefringeStep().apply(MatteState(image=np.ones((8, 8, 3), dtype=np.float32)))

@@ -1,0 +1,51 @@
+"""Both real workers running against a Temporal server, for tests and benchmarks."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+from temporalio.testing import WorkflowEnvironment
+
+from activities.artifacts import FileArtifactStore
+from activities.settings import Settings
+from activities.worker import build_worker
+from gpu_activity_worker.worker import build_gpu_worker
+from starter.client import EmojiSetClient
+from workflows.contract import EmojiSetState, Phase
+
+
+@dataclass
+class Stack:
+    """A Temporal server with both workers running against it."""
+
+    client: Client
+    sets: EmojiSetClient
+    store: FileArtifactStore
+    settings: Settings
+    env: WorkflowEnvironment
+
+
+async def run_stack(env: WorkflowEnvironment, settings: Settings) -> AsyncIterator[Stack]:
+    """Run the orchestration and GPU workers on ``env`` until the caller's iteration ends."""
+    client = env.client
+    store = FileArtifactStore(Path(urlparse(settings.artifact_root_uri()).path))
+    orchestration, generation = build_worker(client, settings, store)
+    gpu, matting = build_gpu_worker(client, settings, store)
+    async with orchestration, gpu:
+        yield Stack(client=client, sets=EmojiSetClient(client), store=store, settings=settings, env=env)
+    await generation.aclose()
+    matting.close()
+
+
+async def wait_for_phase(sets: EmojiSetClient, set_id: str, *phases: Phase, timeout: float = 60) -> EmojiSetState:
+    """Poll the set's state until it reaches one of ``phases``."""
+    async with asyncio.timeout(timeout):
+        while True:
+            state = await sets.state(set_id)
+            if state.phase in phases:
+                return state
+            await asyncio.sleep(0.1)

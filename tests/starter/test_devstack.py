@@ -1,0 +1,72 @@
+"""The embedded stack: dev server + both workers as background processes, restartable over its own database."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+
+from activities.connection import connect
+from activities.settings import Settings
+from starter.client import EmojiSetClient
+from starter.devstack import DevStack
+from stack import wait_for_phase
+from workflows import search_attributes as sa
+from workflows.contract import EmojiSetInput, Phase
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def stack_settings(tmp_path: Path) -> Settings:
+    port = free_port()
+    return Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        data_dir=tmp_path / "data",
+        artifact_root=(tmp_path / "artifacts").as_uri(),
+        dev_server_port=port,
+        dev_server_ui_port=free_port(),
+        temporal_address=f"127.0.0.1:{port}",
+    )
+
+
+async def test_stack_starts_runs_a_set_and_survives_a_restart(
+    stack_settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key, value in stack_settings.model_dump(mode="json").items():
+        if isinstance(value, str | int) and value != "":
+            monkeypatch.setenv(f"POPCON_{key.upper()}", str(value))
+    stack = DevStack(stack_settings)
+    try:
+        assert await stack.start() == ["temporal", "orchestration-worker", "gpu-worker"]
+        assert await stack.start() == [], "starting again is a no-op"
+        sets = EmojiSetClient(await connect(stack_settings))
+        request = EmojiSetInput(character_prompt="a teal ghost", poses=["sleep"], frames_per_emoji=2, image_size=64)
+        set_id = await sets.start(request)
+        await wait_for_phase(sets, set_id, Phase.AWAITING_REVIEW)
+
+        assert set(stack.stop()) == {"temporal", "orchestration-worker", "gpu-worker"}
+        assert all(pid is None for pid in stack.status().values())
+        logs = (stack.log_dir / "gpu-worker.log").read_text()
+        assert '"msg": "worker stopped"' in logs, "SIGTERM shuts the worker down gracefully"
+
+        await stack.start()
+        client = await connect(stack_settings)
+        listed = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=client.namespace)
+        )
+        assert {key.name for key in sa.ALL} <= set(listed.custom_attributes)
+        sets = EmojiSetClient(client)
+        assert (await sets.state(set_id)).phase is Phase.AWAITING_REVIEW, "the set survived the restart"
+        await sets.approve(set_id)
+        assert (await sets.result(set_id)).status == "completed"
+    finally:
+        stack.stop()
+        assert os.path.exists(stack_settings.data_dir / "temporal.sqlite")

@@ -1,0 +1,52 @@
+"""The Temporal CLI alone (no project code) drives a set: start, query, update, signal, result. README shows these."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from temporalio.testing import WorkflowEnvironment
+
+from stack import Stack
+from starter.devstack import temporal_cli
+
+
+async def temporal(address: str, *args: str) -> Any:
+    process = await asyncio.create_subprocess_exec(
+        str(temporal_cli()), *args, "--address", address, "--output", "json",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await process.communicate()
+    assert process.returncode == 0, err.decode()
+    return json.loads(out) if out.strip() else None
+
+
+async def test_the_temporal_cli_drives_a_set(dev_server: WorkflowEnvironment, stack: Stack, set_id: str) -> None:
+    address = dev_server.client.service_client.config.target_host
+    request = {"character_prompt": "a yellow duck", "poses": ["wave"], "frames_per_emoji": 2, "image_size": 64}
+    await temporal(address, "workflow", "start", "--type", "EmojiSet", "--task-queue", "emoji-orchestration",
+                   "--workflow-id", set_id, "--input", json.dumps(request))
+
+    async with asyncio.timeout(60):
+        while True:
+            answer = await temporal(address, "workflow", "query", "--workflow-id", set_id, "--name", "get_state")
+            state = answer["queryResult"][0]
+            if state["phase"] == "awaiting_review":
+                break
+            await asyncio.sleep(0.2)
+    assert [f["status"] for f in state["emojis"][0]["frames"]] == ["ready", "ready"]
+
+    pick = {"emoji": "wave", "frame": 1, "candidate": 0}
+    answer = await temporal(address, "workflow", "update", "execute", "--workflow-id", set_id,
+                            "--name", "pick_candidate", "--input", json.dumps(pick))
+    assert answer["result"]["pick"] == 0 and answer["result"]["picked_by"] == "human"
+
+    await temporal(address, "workflow", "signal", "--workflow-id", set_id, "--name", "approve",
+                   "--input", json.dumps({"reviewer": "cli"}))
+    answer = await temporal(address, "workflow", "result", "--workflow-id", set_id)
+
+    assert answer["status"] == "COMPLETED"
+    result = answer["result"]
+    assert result["status"] == "completed" and result["approved_by"] == "cli"
+    assert result["emojis"][0]["webp"]["media_type"] == "image/webp"
