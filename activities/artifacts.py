@@ -37,7 +37,7 @@ class FileArtifactStore:
         self.root = root.resolve()
 
     def _path(self, key: str) -> Path:
-        path = (self.root / key).resolve()
+        path = Path(os.path.normpath(self.root / key))
         if not path.is_relative_to(self.root):
             raise ValueError(f"artifact key {key!r} escapes the store root")
         return path

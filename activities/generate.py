@@ -65,7 +65,12 @@ class GenerationActivities:
             if image.true_alpha_png is not None:
                 alpha_key = candidate_key(request.set_id, request.pose.name, request.frame, index, "alpha.png")
                 true_alpha = await asyncio.to_thread(
-                    self._store.put, alpha_key, image.true_alpha_png, "image/png", width=image.width, height=image.height
+                    self._store.put,
+                    alpha_key,
+                    image.true_alpha_png,
+                    "image/png",
+                    width=image.width,
+                    height=image.height,
                 )
             candidates.append(GeneratedCandidate(index=index, image=source, true_alpha=true_alpha))
         return GenerateFrameOutput(candidates=candidates, generator=request.generator)

@@ -18,9 +18,7 @@ from workflows.contract import ORCHESTRATION_TASK_QUEUE
 from workflows.emoji_set import EmojiSetWorkflow
 
 
-def build_worker(
-    client: Client, settings: Settings, store: ArtifactStore
-) -> tuple[Worker, GenerationActivities]:
+def build_worker(client: Client, settings: Settings, store: ArtifactStore) -> tuple[Worker, GenerationActivities]:
     """The orchestration worker, and its generation activities (close them after the worker stops)."""
     generation = GenerationActivities(settings, store)
     assembly = AssemblyActivities(store)

@@ -1,7 +1,8 @@
 """GPU-queue dispatch benchmark: how close parallel matting gets to the ideal makespan.
 
 One 12-frame set with 2 candidates per frame (24 matting activities) runs on the real dev server and real workers; the
-GPU engine is a stand-in that sleeps a fixed latency L per frame, on a GPU worker of capacity C. For each C the
+GPU engine is a stand-in that sleeps a fixed latency L per frame, on a GPU worker of capacity C running in its own
+process, as it does on a GPU box. For each C the
 benchmark prints the matting makespan (first matting activity scheduled -> last one completed, from the server's
 own event times), the ideal ``ceil(24 / C) * L``, the serial time ``24 * L``, the speed-up over serial and the
 efficiency ``ideal / makespan``. All figures come from one run.
@@ -13,29 +14,38 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import math
+import sys
 import tempfile
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 import numpy as np
+from temporalio import activity
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
-from activities.artifacts import FileArtifactStore
+from activities.artifacts import FileArtifactStore, open_store
+from activities.connection import connect
+from activities.observability import configure_logging
+from activities.serve import serve_until_signalled
 from activities.settings import Settings
 from activities.worker import build_worker
+from gpu_activity_worker.activities import MattingActivities
 from gpu_activity_worker.engines import StepSpec, register_step
 from gpu_activity_worker.engines.base import MatteState, StepContext, StepRole
 from gpu_activity_worker.worker import build_gpu_worker
 from starter.client import EmojiSetClient
 from starter.devstack import temporal_cli
 from workflows import search_attributes as sa
-from workflows.contract import EmojiSetInput, Phase
+from workflows.contract import GPU_TASK_QUEUE, EmojiSetInput, MatteFrameInput, MatteFrameOutput, Phase
 
 FRAMES, CANDIDATES = 12, 2
 
@@ -50,8 +60,7 @@ class SleepStep:
 
     def apply(self, state: MatteState) -> MatteState:
         time.sleep(self.latency_s)
-        border = np.concatenate([state.image[0], state.image[-1], state.image[:, 0], state.image[:, -1]])
-        distance = np.linalg.norm(state.image - np.median(border, axis=0), axis=-1)
+        distance = np.abs(state.image - state.image[0, 0]).sum(axis=-1)
         return MatteState(image=state.image, alpha=(distance > 0.1).astype(np.float32))
 
 
@@ -65,15 +74,17 @@ register_step(StepSpec("sleep", StepRole.COARSE, _create_sleep_step, variants=No
 @dataclass(frozen=True)
 class Run:
     capacity: int
+    floor: bool
     makespan_s: float
     set_s: float
+    """Workflow start to the last matting activity done: generation, checks and matting."""
     peak_in_flight: int
 
 
-def _matting_spans(history: WorkflowHistory) -> list[tuple[datetime, datetime]]:
-    """(scheduled, completed) server times of every matting activity in a history."""
+def _matting_spans(history: WorkflowHistory) -> list[tuple[datetime, datetime, datetime]]:
+    """(scheduled, started, completed) server times of every matting activity in a history."""
     scheduled: dict[int, datetime] = {}
-    started: dict[int, int] = {}
+    started: dict[int, datetime] = {}
     spans = []
     for event in history.events:
         when = event.event_time.ToDatetime()
@@ -81,16 +92,17 @@ def _matting_spans(history: WorkflowHistory) -> list[tuple[datetime, datetime]]:
             if event.activity_task_scheduled_event_attributes.activity_type.name == "matte_frame":
                 scheduled[event.event_id] = when
         elif event.HasField("activity_task_started_event_attributes"):
-            started[event.event_id] = event.activity_task_started_event_attributes.scheduled_event_id
+            started[event.activity_task_started_event_attributes.scheduled_event_id] = when
         elif event.HasField("activity_task_completed_event_attributes"):
             scheduled_id = event.activity_task_completed_event_attributes.scheduled_event_id
             if scheduled_id in scheduled:
-                spans.append((scheduled[scheduled_id], when))
+                spans.append((scheduled[scheduled_id], started[scheduled_id], when))
     return spans
 
 
-def _peak_in_flight(spans: list[tuple[datetime, datetime]]) -> int:
-    edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+def _peak_in_flight(spans: list[tuple[datetime, datetime, datetime]]) -> int:
+    """Most matting activities running (started, not completed) at once."""
+    edges = sorted([(start, 1) for _, start, _ in spans] + [(end, -1) for _, _, end in spans])
     peak = current = 0
     for _, step in edges:
         current += step
@@ -98,39 +110,118 @@ def _peak_in_flight(spans: list[tuple[datetime, datetime]]) -> int:
     return peak
 
 
-async def _run_one(client: Client, settings: Settings, store: FileArtifactStore, capacity: int, latency_ms: int) -> Run:
-    gpu, matting = build_gpu_worker(client, settings.model_copy(update={"gpu_concurrency": capacity}), store)
-    sets = EmojiSetClient(client)
-    async with gpu:
-        set_id = f"bench-c{capacity}-{uuid.uuid4().hex[:6]}"
-        started = time.perf_counter()
-        await sets.start(
-            EmojiSetInput(
-                character_prompt="a round orange cat",
-                poses=["wave"],
-                frames_per_emoji=FRAMES,
-                candidates_per_frame=CANDIDATES,
-                image_size=64,
-                matting_pipeline=f"sleep:{latency_ms}",
-                max_parallel_matting=64,
-            ),
-            set_id=set_id,
+@activity.defn(name="matte_frame")
+async def _sleep_only_matte(request: MatteFrameInput) -> MatteFrameOutput:
+    """The floor: a matting activity that only sleeps L (no store, no image work); what the SDK and server cost."""
+    await asyncio.sleep(int(request.pipeline.removeprefix("sleep:")) / 1000)
+    return MatteFrameOutput(
+        matte=request.source, score=0.5, pipeline=request.pipeline, device="cpu", precision="fp32", elapsed_ms=0
+    )
+
+
+async def _serve_gpu(address: str, artifact_root: str, capacity: int, floor: bool) -> None:
+    """The GPU worker process: capacity ``capacity``, serving the stand-in engine (or the sleep-only floor)."""
+    configure_logging("INFO")
+    settings = Settings(_env_file=None, temporal_address=address, artifact_root=artifact_root, gpu_concurrency=capacity)
+    client = await connect(settings)
+    store = open_store(artifact_root)
+    if floor:
+        matting = MattingActivities(store, StepContext(), concurrency=capacity)
+        worker = Worker(
+            client,
+            task_queue=GPU_TASK_QUEUE,
+            activities=[matting.describe_pipeline, _sleep_only_matte],
+            max_concurrent_activities=capacity,
+            activity_task_poller_behavior=PollerBehaviorSimpleMaximum(maximum=capacity),
         )
-        while (await sets.state(set_id)).phase is not Phase.AWAITING_REVIEW:
-            await asyncio.sleep(0.05)
-        set_s = time.perf_counter() - started
-        await sets.cancel(set_id)
-        history = await client.get_workflow_handle(set_id).fetch_history()
-    matting.close()
+    else:
+        worker, matting = build_gpu_worker(client, settings, store)
+    try:
+        await serve_until_signalled(worker)
+    finally:
+        matting.close()
+
+
+@contextlib.asynccontextmanager
+async def _gpu_worker_process(address: str, capacity: int, artifact_root: str, floor: bool) -> AsyncIterator[None]:
+    """A GPU worker in its own process, as on a GPU box: started, ready to poll, then stopped with SIGTERM."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "benchmarks.dispatch",
+        "--serve-gpu",
+        address,
+        artifact_root,
+        "--capacity",
+        str(capacity),
+        *(["--floor"] if floor else []),
+        stderr=asyncio.subprocess.PIPE,
+    )
+    ready = asyncio.Event()
+
+    async def drain_logs() -> None:
+        """Read the worker's log lines (an unread pipe would block it) and notice when it polls."""
+        assert process.stderr is not None
+        async for line in process.stderr:
+            if b"worker started" in line:
+                ready.set()
+
+    drain = asyncio.create_task(drain_logs())
+    try:
+        async with asyncio.timeout(60):
+            await asyncio.wait([drain, asyncio.create_task(ready.wait())], return_when=asyncio.FIRST_COMPLETED)
+        if not ready.is_set():
+            raise RuntimeError(f"the GPU worker exited with {await process.wait()}")
+        yield
+    finally:
+        if process.returncode is None:
+            process.terminate()
+        await process.wait()
+        await drain
+
+
+async def _run_set(client: Client, latency_ms: int) -> tuple[float, float, int]:
+    """One set; returns (matting makespan, set time to the last matting done, peak matting in flight)."""
+    sets = EmojiSetClient(client)
+    set_id = f"bench-{uuid.uuid4().hex[:8]}"
+    await sets.start(
+        EmojiSetInput(
+            character_prompt="a round orange cat",
+            poses=["wave"],
+            frames_per_emoji=FRAMES,
+            candidates_per_frame=CANDIDATES,
+            image_size=64,
+            matting_pipeline=f"sleep:{latency_ms}",
+            max_parallel_matting=64,
+        ),
+        set_id=set_id,
+    )
+    # Poll slowly: queries cost the workers CPU, and this machine's two cores are shared by everything here.
+    while (await sets.state(set_id)).phase is not Phase.AWAITING_REVIEW:
+        await asyncio.sleep(0.5)
+    await sets.cancel(set_id)
+    history = await client.get_workflow_handle(set_id).fetch_history()
     spans = _matting_spans(history)
-    makespan = (max(end for _, end in spans) - min(start for start, _ in spans)).total_seconds()
-    return Run(capacity, makespan, set_s, _peak_in_flight(spans))
+    last_done = max(end for *_, end in spans)
+    makespan = (last_done - min(scheduled for scheduled, *_ in spans)).total_seconds()
+    set_s = (last_done - history.events[0].event_time.ToDatetime()).total_seconds()
+    return makespan, set_s, _peak_in_flight(spans)
 
 
-async def main(latency_s: float, capacities: list[int]) -> None:
+async def _measure(
+    client: Client, address: str, artifact_root: str, capacity: int, latency_ms: int, floor: bool
+) -> Run:
+    """One GPU worker process of capacity C: a short warm-up set (threads, first calls), then the measured set."""
+    async with _gpu_worker_process(address, capacity, artifact_root, floor):
+        await _run_set(client, 10)
+        return Run(capacity, floor, *await _run_set(client, latency_ms))
+
+
+async def main(latency_s: float, capacities: list[int], floor: bool) -> None:
+    latency_ms = round(latency_s * 1000)
     with tempfile.TemporaryDirectory() as tmp:
-        settings = Settings(_env_file=None, artifact_root=Path(tmp).as_uri(), orchestration_activity_concurrency=8)  # type: ignore[call-arg]
-        store = FileArtifactStore(Path(tmp))
+        artifact_root = Path(tmp).as_uri()
+        settings = Settings(_env_file=None, artifact_root=artifact_root, orchestration_activity_concurrency=8)
         env = await WorkflowEnvironment.start_local(
             dev_server_existing_path=str(temporal_cli()),
             search_attributes=list(sa.ALL),
@@ -138,23 +229,30 @@ async def main(latency_s: float, capacities: list[int]) -> None:
             ui=False,
             dev_server_log_level="error",
         )
-        orchestration, generation = build_worker(env.client, settings, store)
+        address = env.client.service_client.config.target_host
+        orchestration, generation = build_worker(env.client, settings, FileArtifactStore(Path(tmp)))
+        runs = []
         async with orchestration:
-            await _run_one(env.client, settings, store, 12, 10)  # warm-up: imports, first workflow task
-            runs = [await _run_one(env.client, settings, store, c, round(latency_s * 1000)) for c in capacities]
+            for capacity in capacities:
+                runs.append(await _measure(env.client, address, artifact_root, capacity, latency_ms, floor=False))
+                if floor:
+                    runs.append(await _measure(env.client, address, artifact_root, capacity, latency_ms, floor=True))
         await generation.aclose()
         await env.shutdown()
 
     tasks = FRAMES * CANDIDATES
     serial = tasks * latency_s
     print(f"{FRAMES}-frame set x {CANDIDATES} candidates = {tasks} matting activities, L = {latency_s:.2f} s per frame")
-    print(f"{'C':>3} {'makespan s':>11} {'ideal s':>8} {'serial s':>9} {'speed-up':>9} {'efficiency':>11}"
-          f" {'peak in flight':>15} {'whole set s':>12}")
+    print(
+        f"{'C':>3} {'activity':>10} {'makespan s':>11} {'ideal s':>8} {'serial s':>9} {'speed-up':>9}"
+        f" {'efficiency':>11} {'peak in flight':>15} {'whole set s':>12}"
+    )
     for run in runs:
         ideal = math.ceil(tasks / run.capacity) * latency_s
         print(
-            f"{run.capacity:>3} {run.makespan_s:>11.3f} {ideal:>8.2f} {serial:>9.2f} {serial / run.makespan_s:>8.2f}x"
-            f" {ideal / run.makespan_s:>11.3f} {run.peak_in_flight:>15} {run.set_s:>12.2f}"
+            f"{run.capacity:>3} {'sleep-only' if run.floor else 'matting':>10} {run.makespan_s:>11.3f} {ideal:>8.2f}"
+            f" {serial:>9.2f} {serial / run.makespan_s:>8.2f}x {ideal / run.makespan_s:>11.3f}"
+            f" {run.peak_in_flight:>15} {run.set_s:>12.2f}"
         )
 
 
@@ -162,5 +260,13 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--latency", type=float, default=0.5, help="GPU latency per frame, seconds")
     parser.add_argument("--capacity", type=int, nargs="+", default=[1, 3, 6, 12], help="GPU worker capacities")
+    parser.add_argument(
+        "--floor", action="store_true", help="also measure a sleep-only activity: what the SDK and server alone cost"
+    )
+    parser.add_argument("--serve-gpu", nargs=2, metavar=("ADDRESS", "ARTIFACT_ROOT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    asyncio.run(main(args.latency, args.capacity))
+    if args.serve_gpu:
+        address, artifact_root = args.serve_gpu
+        asyncio.run(_serve_gpu(address, artifact_root, args.capacity[0], args.floor))
+    else:
+        asyncio.run(main(args.latency, args.capacity, args.floor))

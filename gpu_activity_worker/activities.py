@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import io
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 import numpy as np
@@ -22,7 +22,13 @@ from activities.artifacts import ArtifactStore
 from gpu_activity_worker.engines.base import MatteResult, PipelineError, StepContext, UnsupportedImageError
 from gpu_activity_worker.pipeline import MattingPipeline, build_pipeline
 from gpu_activity_worker.scoring import score_matte
-from workflows.contract import ArtifactRef, DescribePipelineInput, MatteFrameInput, MatteFrameOutput, PipelineDescription
+from workflows.contract import (
+    ArtifactRef,
+    DescribePipelineInput,
+    MatteFrameInput,
+    MatteFrameOutput,
+    PipelineDescription,
+)
 
 T = TypeVar("T")
 HEARTBEAT_EVERY_S = 5.0
@@ -106,6 +112,7 @@ def _decode_rgb(data: bytes, uri: str) -> np.ndarray:
 
 
 def _encode_png(rgba: np.ndarray) -> bytes:
+    """Fast PNG: a matte is an intermediate (the exports re-encode it), so GPU-box CPU matters more than bytes."""
     buffer = io.BytesIO()
-    Image.fromarray(rgba, "RGBA").save(buffer, format="PNG", optimize=False, compress_level=6)
+    Image.fromarray(rgba, "RGBA").save(buffer, format="PNG", compress_level=1)
     return buffer.getvalue()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
 from activities.artifacts import ArtifactStore, open_store
 from activities.connection import connect
@@ -32,6 +32,8 @@ def build_gpu_worker(client: Client, settings: Settings, store: ArtifactStore) -
         task_queue=GPU_TASK_QUEUE,
         activities=[matting.describe_pipeline, matting.matte_frame],
         max_concurrent_activities=settings.gpu_concurrency,
+        # One open poll per slot: a slot that frees up takes the next frame at once instead of waiting for a poller.
+        activity_task_poller_behavior=PollerBehaviorSimpleMaximum(maximum=settings.gpu_concurrency),
         graceful_shutdown_timeout=timedelta(seconds=60),
     )
     return worker, matting

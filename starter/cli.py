@@ -110,8 +110,10 @@ def state(set_id: SetId, as_json: Annotated[bool, typer.Option("--json")] = Fals
         if as_json:
             console.print_json(current.model_dump_json())
             return
-        console.print(f"[bold]{current.set_id}[/bold] {current.phase.value} "
-                      f"{current.frames_done()}/{current.frames_total()} frames ready")
+        console.print(
+            f"[bold]{current.set_id}[/bold] {current.phase.value} "
+            f"{current.frames_done()}/{current.frames_total()} frames ready"
+        )
         if current.notice:
             console.print(f"[yellow]{current.notice}[/yellow]")
         table = Table("emoji", "frame", "status", "pick", "candidates (index:score)", "error")
@@ -169,8 +171,10 @@ def regenerate(
             console.print("regeneration accepted; follow it with `popcon state`")
             return
         for state in result.frames:
-            console.print(f"{emoji} frame {state.index}: {state.status.value}, pick {state.pick}, "
-                          f"{len(state.candidates)} candidates" + (f", {state.error}" if state.error else ""))
+            console.print(
+                f"{emoji} frame {state.index}: {state.status.value}, pick {state.pick}, "
+                f"{len(state.candidates)} candidates" + (f", {state.error}" if state.error else "")
+            )
 
     _run(go())
 

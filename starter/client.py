@@ -131,7 +131,9 @@ class EmojiSetClient:
         """Use a candidate of a frame by hand."""
         return await self._update(self._handle(set_id).execute_update(EmojiSetWorkflow.pick_candidate, pick))
 
-    async def regenerate(self, request: RegenerateFrameInput, *, set_id: str, wait: bool = True) -> RegenerateFrameResult | None:
+    async def regenerate(
+        self, request: RegenerateFrameInput, *, set_id: str, wait: bool = True
+    ) -> RegenerateFrameResult | None:
         """Regenerate a frame (or a whole emoji) from a custom prompt.
 
         With ``wait`` the call returns once the new candidates are generated and matted; otherwise once the workflow
@@ -139,11 +141,12 @@ class EmojiSetClient:
         """
         handle = self._handle(set_id)
         if wait:
-            return await self._update(handle.execute_update(EmojiSetWorkflow.regenerate_frame, request))
-        await self._update(
-            handle.start_update(
-                EmojiSetWorkflow.regenerate_frame, request, wait_for_stage=WorkflowUpdateStage.ACCEPTED
+            # By name: the SDK's typing of an update declared with options does not match execute_update's.
+            return await self._update(
+                handle.execute_update("regenerate_frame", request, result_type=RegenerateFrameResult)
             )
+        await self._update(
+            handle.start_update(EmojiSetWorkflow.regenerate_frame, request, wait_for_stage=WorkflowUpdateStage.ACCEPTED)
         )
         return None
 
@@ -171,7 +174,9 @@ class EmojiSetClient:
         description = await self._call(self._handle(set_id).describe())
         return description.status
 
-    async def list_sets(self, *, phase: Phase | None = None, owner: str | None = None, limit: int = 50) -> list[SetSummary]:
+    async def list_sets(
+        self, *, phase: Phase | None = None, owner: str | None = None, limit: int = 50
+    ) -> list[SetSummary]:
         """Sets newest first, filtered by phase and / or owner through the search attributes."""
         query = f'WorkflowType = "{WORKFLOW_TYPE}"'
         if phase is not None:

@@ -208,7 +208,9 @@ async def _wait_for_server(settings: Settings, timeout_s: float) -> Client:
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            return await connect(settings.model_copy(update={"temporal_address": f"127.0.0.1:{settings.dev_server_port}"}))
+            return await connect(
+                settings.model_copy(update={"temporal_address": f"127.0.0.1:{settings.dev_server_port}"})
+            )
         except RuntimeError:
             if time.monotonic() > deadline:
                 raise

@@ -34,8 +34,9 @@ async def watch_until(
             matted = sum(c.status is not CandidateStatus.MATTING for c in candidates)
             expected = max(len(candidates), state.frames_total() * state.input.candidates_per_frame)
             progress.update(candidates_bar, completed=matted, total=expected, phase="matted")
-            progress.update(frames_bar, completed=state.frames_done(), total=state.frames_total(),
-                            phase=state.phase.value)
+            progress.update(
+                frames_bar, completed=state.frames_done(), total=state.frames_total(), phase=state.phase.value
+            )
             if state.phase in until:
                 return state
             await asyncio.sleep(0.5)

@@ -7,11 +7,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from stack import Stack, run_stack
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.settings import Settings
-from stack import Stack, run_stack
 from starter.devstack import ensure_search_attributes, temporal_cli, temporal_test_server
 from workflows import search_attributes as sa
 
@@ -24,7 +24,7 @@ def artifact_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def settings(artifact_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Settings:
     return Settings(
-        _env_file=None,  # type: ignore[call-arg]
+        _env_file=None,
         data_dir=tmp_path_factory.mktemp("data"),
         artifact_root=artifact_root.as_uri(),
         gpu_concurrency=4,
@@ -67,4 +67,3 @@ async def time_skipping(settings: Settings) -> AsyncIterator[Stack]:
 @pytest.fixture
 def set_id(request: pytest.FixtureRequest) -> str:
     return f"test-{request.node.name[:40]}-{uuid.uuid4().hex[:8]}"
-

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
+from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from activities.artifacts import FileArtifactStore

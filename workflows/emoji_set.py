@@ -31,9 +31,9 @@ with workflow.unsafe.imports_passed_through():
         ApproveInput,
         ArtifactRef,
         AssembleEmojiInput,
+        CancelInput,
         Candidate,
         CandidateStatus,
-        CancelInput,
         CheckGeneratorInput,
         ContactSheetInput,
         DeadlinePolicy,
@@ -352,13 +352,15 @@ class EmojiSetWorkflow:
             remaining = (state.review_deadline - workflow.now()).total_seconds()
             try:
                 await workflow.wait_condition(
-                    lambda: self._cancellation is not None
-                    or (self._approval is not None and self._regenerations_in_flight == 0)
-                    or workflow.info().is_continue_as_new_suggested(),
+                    lambda: (
+                        self._cancellation is not None
+                        or (self._approval is not None and self._regenerations_in_flight == 0)
+                        or workflow.info().is_continue_as_new_suggested()
+                    ),
                     timeout=max(remaining, 0.001),
                     timeout_summary="review deadline",
                 )
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 await workflow.wait_condition(lambda: self._regenerations_in_flight == 0)
                 return self._on_deadline()
             if self._cancellation is not None:

@@ -13,7 +13,10 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
 def key_segment(text: str) -> str:
-    """Make ``text`` (a workflow id, a pose name) one safe path segment; unsafe text gets a hash suffix to stay unique."""
+    """Make ``text`` (a workflow id, a pose name) one safe path segment.
+
+    Unsafe text gets a hash suffix, so two ids that sanitise alike still get different keys.
+    """
     safe = _UNSAFE.sub("_", text)
     if safe != text or safe in {"", ".", ".."}:
         safe = f"{safe}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"

@@ -33,8 +33,11 @@ def details_markdown(state: EmojiSetState) -> str:
     if state.notice:
         lines += ["", f"**Notice:** {state.notice}"]
     if state.review_deadline:
-        lines += ["", f"Review deadline: {state.review_deadline.isoformat(timespec='seconds')}"
-                  f" ({state.input.review.on_deadline.value.replace('_', '-')} when it passes)"]
+        lines += [
+            "",
+            f"Review deadline: {state.review_deadline.isoformat(timespec='seconds')}"
+            f" ({state.input.review.on_deadline.value.replace('_', '-')} when it passes)",
+        ]
     if state.pipeline_info:
         lines.append(f"Matting: {state.pipeline_info}")
     return "\n".join(lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 
 from activities.generation.base import ImageGenerator
@@ -36,5 +37,10 @@ def create_generator(name: str, settings: Settings) -> ImageGenerator:
     return factory(settings)
 
 
+BUILTIN_BACKENDS = ("procedural", "dashscope")
+
+
 def _load_builtin_backends() -> None:
-    from activities.generation import dashscope, procedural  # noqa: F401  (registration side effect)
+    """Import the built-in backend modules, which register themselves."""
+    for module in BUILTIN_BACKENDS:
+        importlib.import_module(f"{__name__}.{module}")

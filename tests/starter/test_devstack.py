@@ -7,13 +7,13 @@ import socket
 from pathlib import Path
 
 import pytest
+from stack import wait_for_phase
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 
 from activities.connection import connect
 from activities.settings import Settings
 from starter.client import EmojiSetClient
 from starter.devstack import DevStack
-from stack import wait_for_phase
 from workflows import search_attributes as sa
 from workflows.contract import EmojiSetInput, Phase
 
@@ -28,7 +28,7 @@ def free_port() -> int:
 def stack_settings(tmp_path: Path) -> Settings:
     port = free_port()
     return Settings(
-        _env_file=None,  # type: ignore[call-arg]
+        _env_file=None,
         data_dir=tmp_path / "data",
         artifact_root=(tmp_path / "artifacts").as_uri(),
         dev_server_port=port,

@@ -6,16 +6,22 @@ import asyncio
 import json
 from typing import Any
 
+from stack import Stack
 from temporalio.testing import WorkflowEnvironment
 
-from stack import Stack
 from starter.devstack import temporal_cli
 
 
 async def temporal(address: str, *args: str) -> Any:
     process = await asyncio.create_subprocess_exec(
-        str(temporal_cli()), *args, "--address", address, "--output", "json",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        str(temporal_cli()),
+        *args,
+        "--address",
+        address,
+        "--output",
+        "json",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     out, err = await process.communicate()
     assert process.returncode == 0, err.decode()
@@ -25,8 +31,19 @@ async def temporal(address: str, *args: str) -> Any:
 async def test_the_temporal_cli_drives_a_set(dev_server: WorkflowEnvironment, stack: Stack, set_id: str) -> None:
     address = dev_server.client.service_client.config.target_host
     request = {"character_prompt": "a yellow duck", "poses": ["wave"], "frames_per_emoji": 2, "image_size": 64}
-    await temporal(address, "workflow", "start", "--type", "EmojiSet", "--task-queue", "emoji-orchestration",
-                   "--workflow-id", set_id, "--input", json.dumps(request))
+    await temporal(
+        address,
+        "workflow",
+        "start",
+        "--type",
+        "EmojiSet",
+        "--task-queue",
+        "emoji-orchestration",
+        "--workflow-id",
+        set_id,
+        "--input",
+        json.dumps(request),
+    )
 
     async with asyncio.timeout(60):
         while True:
@@ -38,12 +55,31 @@ async def test_the_temporal_cli_drives_a_set(dev_server: WorkflowEnvironment, st
     assert [f["status"] for f in state["emojis"][0]["frames"]] == ["ready", "ready"]
 
     pick = {"emoji": "wave", "frame": 1, "candidate": 0}
-    answer = await temporal(address, "workflow", "update", "execute", "--workflow-id", set_id,
-                            "--name", "pick_candidate", "--input", json.dumps(pick))
+    answer = await temporal(
+        address,
+        "workflow",
+        "update",
+        "execute",
+        "--workflow-id",
+        set_id,
+        "--name",
+        "pick_candidate",
+        "--input",
+        json.dumps(pick),
+    )
     assert answer["result"]["pick"] == 0 and answer["result"]["picked_by"] == "human"
 
-    await temporal(address, "workflow", "signal", "--workflow-id", set_id, "--name", "approve",
-                   "--input", json.dumps({"reviewer": "cli"}))
+    await temporal(
+        address,
+        "workflow",
+        "signal",
+        "--workflow-id",
+        set_id,
+        "--name",
+        "approve",
+        "--input",
+        json.dumps({"reviewer": "cli"}),
+    )
     answer = await temporal(address, "workflow", "result", "--workflow-id", set_id)
 
     assert answer["status"] == "COMPLETED"

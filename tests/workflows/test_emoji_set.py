@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import re
 import io
+import re
 from datetime import timedelta
 
 import pytest
 from PIL import Image, ImageSequence
-from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
+from stack import Stack, wait_for_phase
 from temporalio.api.common.v1 import Payload
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.common import RawValue
 
 from activities.generation import register_generator
 from activities.generation.base import GeneratedImage, GenerationRefused, GenerationThrottled
 from activities.generation.procedural import ProceduralGenerator
-from stack import Stack, wait_for_phase
 from starter.client import ApprovalRefused, MessageRejected, SetClosed
 from workflows.contract import (
     ORCHESTRATION_TASK_QUEUE,
@@ -132,7 +132,7 @@ async def test_pick_by_hand_and_invalid_picks_are_rejected(stack: Stack, set_id:
     result = await stack.sets.result(set_id)
     frame_two = (await stack.sets.state(set_id)).emojis[0].frames[2]
     assert (frame_two.pick, frame_two.picked_by) == (other, PickSource.HUMAN)
-    assert result.emojis[0].frames[2] == frame_two.picked().matte  # type: ignore[union-attr]
+    assert result.emojis[0].frames[2] == frame_two.picked().matte
 
 
 async def test_regenerate_one_frame_with_a_custom_prompt(stack: Stack, set_id: str) -> None:
@@ -258,8 +258,10 @@ async def test_throttled_generation_is_retried(stack: Stack, set_id: str) -> Non
         ({"candidates_per_frame": 9}, "less than or equal to 8"),
         ({"character_prompt": "   "}, "at least 1 character"),
         ({"matting_pipeline": "birefnet++defringe"}, "is not a valid name"),
-        ({"poses": ["wave", "laugh", "cry", "heart", "sleep"], "frames_per_emoji": 48, "candidates_per_frame": 8},
-         "at most 1000 candidates"),
+        (
+            {"poses": ["wave", "laugh", "cry", "heart", "sleep"], "frames_per_emoji": 48, "candidates_per_frame": 8},
+            "at most 1000 candidates",
+        ),
         ({"colour": "red"}, "Extra inputs are not permitted"),
     ],
 )

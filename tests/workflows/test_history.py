@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
+from stack import Stack, run_stack, wait_for_phase
 from temporalio.api.common.v1 import Payload
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -17,7 +18,6 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
 from activities.settings import Settings
-from stack import Stack, run_stack, wait_for_phase
 from starter.devstack import temporal_cli
 from workflows import search_attributes as sa
 from workflows.contract import EmojiSetInput, Phase, PickCandidateInput, PickSource, RegenerateFrameInput
@@ -28,8 +28,9 @@ MAX_PAYLOAD_BYTES = 16 * 1024
 
 
 async def run_reviewed_set(stack: Stack, set_id: str) -> WorkflowHistory:
-    request = EmojiSetInput(character_prompt="a purple robot", poses=["wave", "sleep"], frames_per_emoji=3,
-                            image_size=96)
+    request = EmojiSetInput(
+        character_prompt="a purple robot", poses=["wave", "sleep"], frames_per_emoji=3, image_size=96
+    )
     await stack.sets.start(request, set_id=set_id)
     await wait_for_phase(stack.sets, set_id, Phase.AWAITING_REVIEW)
     await stack.sets.pick(PickCandidateInput(emoji="sleep", frame=0, candidate=1), set_id=set_id)
@@ -71,7 +72,7 @@ def _payloads(message: Message) -> Iterator[bytes]:
     for field, value in message.ListFields():
         if field.type != FieldDescriptor.TYPE_MESSAGE:
             continue
-        if field.message_type.GetOptions().map_entry:
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
             values = list(value.values())
         elif field.is_repeated:
             values = list(value)
