@@ -3,8 +3,11 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+GPU_STAMP := $(VENV)/.installed-gpu
+# sam2 builds an optional CUDA post-processing extension by default; the engines do not need it.
+export SAM2_BUILD_CUDA := 0
 
-.PHONY: install demo test lint dev stop status bench clean
+.PHONY: install install-gpu demo test lint dev stop status bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -12,12 +15,19 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
+# The model engines' runtimes (torch, onnxruntime, transformers, sam2: several GB, from the machine's own files).
+$(GPU_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,gpu]'
+	touch $@
+
 install: $(STAMP)
 
-demo: install  ## Start the local stack if needed and run a demo set into out/demo
+install-gpu: $(GPU_STAMP)
+
+demo: install  ## Start the local stack if needed and run a demo set into out/demo (CPU matting, no model weights)
 	$(BIN)/popcon demo --out out/demo
 
-test: install  ## Run the whole test suite (starts its own Temporal servers)
+test: install-gpu  ## Run the whole test suite, model engines included (starts its own Temporal servers)
 	$(BIN)/python -m pytest
 
 lint: install

@@ -33,6 +33,8 @@ class Settings(BaseSettings):
     orchestration_activity_concurrency: int = Field(default=8, ge=1)
     gpu_concurrency: int = Field(default=3, ge=1, description="Matting activities one GPU worker runs at once.")
     matting_device: Literal["auto", "cpu", "cuda"] = Field(default="auto", description="auto = CUDA when present.")
+    matting_max_batch: int = Field(default=1, ge=1, le=64, description="Micro-batch size on the GPU; 1 = off.")
+    matting_batch_wait_ms: float = Field(default=5.0, ge=0, le=1000, description="Longest wait to fill a batch.")
     model_dir: Path = Field(default=PROJECT_DIR / ".popcon" / "models", description="Offline model weights folder.")
     metrics_bind: str = Field(default="", description="host:port for Prometheus /metrics; empty = off.")
     log_level: str = "INFO"

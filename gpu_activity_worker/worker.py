@@ -24,7 +24,12 @@ def build_gpu_worker(client: Client, settings: Settings, store: ArtifactStore) -
     """
     matting = MattingActivities(
         store,
-        StepContext(device=settings.matting_device, model_dir=settings.model_dir),
+        StepContext(
+            device=settings.matting_device,
+            model_dir=settings.model_dir,
+            max_batch=settings.matting_max_batch,
+            max_batch_wait_ms=settings.matting_batch_wait_ms,
+        ),
         concurrency=settings.gpu_concurrency,
     )
     worker = Worker(

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from activities.settings import Settings
+from gpu_activity_worker import weights as weights_catalogue
 from starter import demo as demo_module
 from starter.client import EmojiSetClient, EmojiSetError
 from starter.devstack import DevStack
@@ -33,7 +34,9 @@ from workflows.presets import DEFAULT_POSES, PRESETS
 app = typer.Typer(help="popcon emoji pipeline: start and steer emoji sets on Temporal.", no_args_is_help=True)
 dev_app = typer.Typer(help="The embedded local stack (Temporal dev server + both workers).", no_args_is_help=True)
 app.add_typer(dev_app, name="dev")
-console = Console()
+models_app = typer.Typer(help="Model weights for the matting engines (offline folder POPCON_MODEL_DIR).")
+app.add_typer(models_app, name="models")
+console = Console(soft_wrap=True)
 T = TypeVar("T")
 
 SetId = Annotated[str, typer.Argument(help="The set id (its workflow id).")]
@@ -274,3 +277,36 @@ def dev_stop() -> None:
 def dev_status() -> None:
     """Show which services of the stack run."""
     console.print_json(json.dumps(DevStack(Settings()).status()))
+
+
+@models_app.command("list")
+def models_list() -> None:
+    """List the weight sets the engines know, with licence and whether they are in the model folder."""
+    model_dir = Settings().model_dir
+    table = Table("name", "engine", "licence", "present", "source")
+    for weights in weights_catalogue.CATALOGUE.values():
+        source = weights.source
+        where = source.url if isinstance(source, weights_catalogue.UrlFile) else f"{source.repo_id}@{source.revision}"
+        present = "yes" if weights_catalogue.is_present(model_dir, weights) else "no"
+        table.add_row(weights.name, weights.engine, weights.licence, present, where)
+    console.print(table)
+    console.print(f"model folder: {model_dir}")
+
+
+@models_app.command("fetch")
+def models_fetch(
+    names: Annotated[list[str], typer.Argument(help="Weight sets to download (see `models list`).")],
+) -> None:
+    """Download weights into the model folder (run on a machine with network; then copy or bake the folder)."""
+    model_dir = Settings().model_dir
+    failed = False
+    for name in names:
+        try:
+            folder = weights_catalogue.fetch(model_dir, name)
+        except (KeyError, weights_catalogue.FetchError) as err:
+            console.print(f"[red]{name}:[/red] {err.args[0] if isinstance(err, KeyError) else err}")
+            failed = True
+        else:
+            console.print(f"{name}: {folder}")
+    if failed:
+        raise typer.Exit(1)

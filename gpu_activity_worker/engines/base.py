@@ -10,7 +10,7 @@ Images inside a pipeline are float32 in [0, 1]; the pipeline converts to and fro
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -67,10 +67,14 @@ class StepContext:
     Attributes:
         device: ``auto`` picks CUDA when a model engine finds it, else the CPU; ``cpu`` or ``cuda`` force one.
         model_dir: Folder holding model weights, for engines that load them; ``None`` means the engine's default.
+        max_batch: Most images one forward pass of a batchable step serves (1 turns micro-batching off).
+        max_batch_wait_ms: How long a batch waits for more images before it runs.
     """
 
     device: Device = "auto"
     model_dir: Path | None = None
+    max_batch: int = 1
+    max_batch_wait_ms: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,21 @@ class MattingStep(Protocol):
 
         Raises:
             UnsupportedImageError: The step cannot handle this image.
+        """
+        ...
+
+
+class BatchableStep(MattingStep, Protocol):
+    """A step that can serve several images in one forward pass (model engines).
+
+    When the worker's ``max_batch`` is above 1, concurrent activities' calls to ``apply`` are gathered and served by
+    one ``apply_batch`` call (see :mod:`gpu_activity_worker.batching`).
+    """
+
+    def apply_batch(self, states: Sequence[MatteState]) -> list[MatteState]:
+        """``[self.apply(s) for s in states]`` in one pass; the results must equal the unbatched ones.
+
+        Images may differ in size. Must be thread-safe and must not mutate the states.
         """
         ...
 

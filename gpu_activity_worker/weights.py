@@ -1,0 +1,201 @@
+"""Model weights: one folder, offline-first loading, and a fetch command for a connected machine.
+
+Every weight set lives under ``<model_dir>/<name>/`` (``POPCON_MODEL_DIR``). Engines only ever read from there
+(:func:`require`); nothing downloads at inference time. ``popcon models fetch NAME...`` fills the folder on a
+machine with network (a GPU image bakes it in at build time); without network it says so and which host it tried.
+
+The catalogue is plain data, importable without torch or onnxruntime, so listing and fetching work from a CPU-only
+install.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+import httpx
+
+from gpu_activity_worker.engines.base import MattingError
+
+
+class WeightsMissingError(MattingError):
+    """A weight set is not in the model folder. Retrying does not help: fetch it first."""
+
+
+class FetchError(Exception):
+    """Weights could not be downloaded (no network, bad answer, checksum mismatch)."""
+
+
+@dataclass(frozen=True)
+class UrlFile:
+    """One file downloaded from a URL, checked against its sha256 when known."""
+
+    url: str
+    filename: str
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class HubSnapshot:
+    """A Hugging Face Hub repository at a pinned revision."""
+
+    repo_id: str
+    revision: str
+    allow_patterns: tuple[str, ...] = ("*.json", "*.py", "*.safetensors", "*.txt", "*.md")
+
+
+@dataclass(frozen=True)
+class ModelWeights:
+    """One downloadable weight set.
+
+    Attributes:
+        name: Folder name under the model dir, and the name ``popcon models fetch`` takes.
+        engine: The matting step that loads it.
+        licence: The weights' licence (what matters for commercial use).
+        source: Where the weights come from.
+    """
+
+    name: str
+    engine: str
+    licence: str
+    source: UrlFile | HubSnapshot
+
+
+_REMBG_RELEASE = "https://github.com/danielgatis/rembg/releases/download/v0.0.0"
+
+CATALOGUE: dict[str, ModelWeights] = {
+    weights.name: weights
+    for weights in (
+        # rembg ONNX sessions, stored as <model_dir>/rembg-<session>/<session>.onnx
+        ModelWeights("rembg-u2net", "rembg", "Apache-2.0", UrlFile(f"{_REMBG_RELEASE}/u2net.onnx", "u2net.onnx")),
+        ModelWeights(
+            "rembg-isnet-anime",
+            "rembg",
+            "Apache-2.0",
+            UrlFile(f"{_REMBG_RELEASE}/isnet-anime.onnx", "isnet-anime.onnx"),
+        ),
+        ModelWeights(
+            "rembg-isnet-general-use",
+            "rembg",
+            "Apache-2.0",
+            UrlFile(f"{_REMBG_RELEASE}/isnet-general-use.onnx", "isnet-general-use.onnx"),
+        ),
+        ModelWeights(
+            "rembg-birefnet-general",
+            "rembg",
+            "MIT",
+            UrlFile(f"{_REMBG_RELEASE}/BiRefNet-general-epoch_244.onnx", "birefnet-general.onnx"),
+        ),
+        ModelWeights(
+            "rembg-birefnet-general-lite",
+            "rembg",
+            "MIT",
+            UrlFile(f"{_REMBG_RELEASE}/BiRefNet-general-bb_swin_v1_tiny-epoch_232.onnx", "birefnet-general-lite.onnx"),
+        ),
+    )
+}
+"""Every weight set popcon knows, by name. Engines add theirs here (one line each)."""
+
+
+def register_weights(weights: ModelWeights) -> None:
+    """Add a weight set to the catalogue (engines call this for their models)."""
+    CATALOGUE[weights.name] = weights
+
+
+def weights_dir(model_dir: Path, name: str) -> Path:
+    return model_dir / name
+
+
+def require(model_dir: Path | None, name: str, *, must_contain: str | None = None) -> Path:
+    """The folder of weight set ``name``, which must exist (and hold ``must_contain`` when given).
+
+    Raises:
+        WeightsMissingError: With the command that fetches them.
+    """
+    if model_dir is None:
+        raise WeightsMissingError(f"no model folder is configured for {name!r}: set POPCON_MODEL_DIR")
+    folder = weights_dir(model_dir, name)
+    wanted = folder / must_contain if must_contain else folder
+    if not wanted.exists():
+        raise WeightsMissingError(
+            f"weights {name!r} are not in {folder}: run `popcon models fetch {name}` on a machine with network "
+            f"(or copy the folder there); POPCON_MODEL_DIR={model_dir}"
+        )
+    return folder
+
+
+def is_present(model_dir: Path, weights: ModelWeights) -> bool:
+    folder = weights_dir(model_dir, weights.name)
+    if isinstance(weights.source, UrlFile):
+        return (folder / weights.source.filename).is_file()
+    return (folder / "config.json").is_file()
+
+
+def fetch(model_dir: Path, name: str, *, timeout_s: float = 60.0) -> Path:
+    """Download weight set ``name`` into the model folder (atomically); returns its folder.
+
+    Raises:
+        KeyError: Unknown name (the message lists the catalogue).
+        FetchError: No network, a bad answer or a checksum mismatch; nothing half-written is left behind.
+    """
+    try:
+        weights = CATALOGUE[name]
+    except KeyError:
+        raise KeyError(f"unknown weights {name!r}; known: {', '.join(sorted(CATALOGUE))}") from None
+    folder = weights_dir(model_dir, name)
+    model_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=model_dir, prefix=f".{name}."))
+    try:
+        if isinstance(weights.source, UrlFile):
+            _download(weights.source, staging, timeout_s)
+        else:
+            _snapshot(weights.source, staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if folder.exists():
+        shutil.rmtree(folder)
+    os.replace(staging, folder)
+    return folder
+
+
+def _download(source: UrlFile, folder: Path, timeout_s: float) -> None:
+    target = folder / source.filename
+    digest = hashlib.sha256()
+    try:
+        with httpx.stream("GET", source.url, follow_redirects=True, timeout=timeout_s) as answer:
+            answer.raise_for_status()
+            with target.open("wb") as out:
+                for chunk in answer.iter_bytes(1 << 20):
+                    digest.update(chunk)
+                    out.write(chunk)
+    except httpx.TransportError as err:
+        raise FetchError(f"no network: could not reach {urlparse(source.url).hostname} ({err})") from err
+    except httpx.HTTPStatusError as err:
+        raise FetchError(f"{source.url} answered {err.response.status_code}") from err
+    if source.sha256 and digest.hexdigest() != source.sha256:
+        raise FetchError(f"{source.url}: sha256 {digest.hexdigest()} does not match the catalogue's {source.sha256}")
+
+
+def _snapshot(source: HubSnapshot, folder: Path) -> None:
+    try:
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+    except ImportError as err:
+        raise FetchError("fetching Hub models needs the gpu extra: pip install -e '.[gpu]'") from err
+    try:
+        snapshot_download(
+            source.repo_id,
+            revision=source.revision,
+            local_dir=folder,
+            allow_patterns=list(source.allow_patterns),
+        )
+    except (LocalEntryNotFoundError, httpx.TransportError, OSError) as err:
+        raise FetchError(f"no network: could not reach the Hugging Face Hub for {source.repo_id} ({err})") from err
+    except HfHubHTTPError as err:
+        raise FetchError(f"{source.repo_id}@{source.revision}: {err}") from err
