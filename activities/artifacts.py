@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import unquote, urlparse
 
+from activities.settings import Settings
 from workflows.contract import ArtifactRef
 
 
@@ -21,7 +22,7 @@ class ArtifactError(Exception):
 
 
 class ArtifactStore(Protocol):
-    """Where image bytes live. Implementations: :class:`FileArtifactStore` (``file://``)."""
+    """Where image bytes live: :class:`FileArtifactStore` (``file://``) or ``S3ArtifactStore`` (``s3://``)."""
 
     def put(
         self, key: str, data: bytes, media_type: str, *, width: int | None = None, height: int | None = None
@@ -79,9 +80,22 @@ class FileArtifactStore:
         return data
 
 
-def open_store(uri: str) -> ArtifactStore:
-    """The store for a root URI: ``file:///abs/path`` or a plain path."""
+def open_store(settings: Settings) -> ArtifactStore:
+    """The configured store: ``file:///abs/path`` (or a plain path), or ``s3://bucket/prefix`` with the S3 settings."""
+    uri = settings.artifact_root_uri()
     parsed = urlparse(uri)
     if parsed.scheme in ("", "file"):
         return FileArtifactStore(Path(unquote(parsed.path) if parsed.scheme else uri))
-    raise ValueError(f"unsupported artifact store {uri!r}: use file:///path")
+    if parsed.scheme == "s3":
+        from activities.s3_artifacts import S3ArtifactStore
+
+        secret = settings.s3_secret_access_key
+        return S3ArtifactStore(
+            parsed.netloc,
+            parsed.path,
+            endpoint_url=settings.s3_endpoint_url,
+            access_key_id=settings.s3_access_key_id,
+            secret_access_key=secret.get_secret_value() if secret else None,
+            region=settings.s3_region,
+        )
+    raise ValueError(f"unsupported artifact store {uri!r}: use file:///path or s3://bucket/prefix")

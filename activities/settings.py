@@ -27,7 +27,13 @@ class Settings(BaseSettings):
     dev_server_ui_port: int = 8233
 
     # Artifacts
-    artifact_root: str = Field(default="", description="file:///path; empty = <data_dir>/artifacts.")
+    artifact_root: str = Field(
+        default="", description="file:///path or s3://bucket/prefix; empty = <data_dir>/artifacts."
+    )
+    s3_endpoint_url: str | None = Field(default=None, description="Any S3-compatible service; None = AWS.")
+    s3_access_key_id: str | None = None
+    s3_secret_access_key: SecretStr | None = None
+    s3_region: str | None = None
 
     # Workers
     orchestration_activity_concurrency: int = Field(default=8, ge=1)

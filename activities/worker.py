@@ -42,7 +42,7 @@ async def main() -> None:
     settings = Settings()
     configure_logging(settings.log_level)
     client = await connect(settings, temporal_runtime(settings.metrics_bind))
-    worker, generation = build_worker(client, settings, open_store(settings.artifact_root_uri()))
+    worker, generation = build_worker(client, settings, open_store(settings))
     try:
         await serve_until_signalled(worker)
     finally:

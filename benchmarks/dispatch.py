@@ -124,7 +124,7 @@ async def _serve_gpu(address: str, artifact_root: str, capacity: int, floor: boo
     configure_logging("INFO")
     settings = Settings(_env_file=None, temporal_address=address, artifact_root=artifact_root, gpu_concurrency=capacity)
     client = await connect(settings)
-    store = open_store(artifact_root)
+    store = open_store(settings)
     if floor:
         matting = MattingActivities(store, StepContext(), concurrency=capacity)
         worker = Worker(

@@ -11,7 +11,7 @@ from workflows.contract import ArtifactRef, EmojiSetResult
 
 def download_result(result: EmojiSetResult, out: Path, settings: Settings) -> list[Path]:
     """Write every exported file of ``result`` under ``out`` (checked against its sha256); returns the paths."""
-    store = open_store(settings.artifact_root_uri())
+    store = open_store(settings)
     files: list[tuple[str, ArtifactRef]] = []
     for emoji in result.emojis:
         files += [

@@ -70,13 +70,20 @@ MATTE_RETRY = RetryPolicy(
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=30),
     maximum_attempts=5,
-    non_retryable_error_types=["UnknownPipeline", "UnsupportedImage", "CorruptImage", "InvalidRequest"],
+    non_retryable_error_types=[
+        "UnknownPipeline",
+        "UnsupportedImage",
+        "CorruptImage",
+        "WeightsMissing",
+        "InvalidRequest",
+    ],
 )
 ASSEMBLE_RETRY = RetryPolicy(
     maximum_attempts=3, non_retryable_error_types=["CorruptImage", "ArtifactError", "InvalidRequest"]
 )
 CHECK_RETRY = RetryPolicy(
-    maximum_attempts=3, non_retryable_error_types=["UnknownPipeline", "UnknownGenerator", "InvalidRequest"]
+    maximum_attempts=3,
+    non_retryable_error_types=["UnknownPipeline", "UnknownGenerator", "WeightsMissing", "InvalidRequest"],
 )
 
 TERMINAL_PHASES = (Phase.ASSEMBLING, Phase.COMPLETED, Phase.CANCELLED, Phase.EXPIRED)

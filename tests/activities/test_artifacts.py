@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from activities.artifacts import ArtifactError, FileArtifactStore, open_store
+from activities.settings import Settings
 from workflows.keys import candidate_key, key_segment
 
 
@@ -42,11 +43,15 @@ def test_keys_cannot_escape_the_root(tmp_path: Path) -> None:
         FileArtifactStore(tmp_path).put("../outside.png", b"x", "image/png")
 
 
+def settings_for(root: str) -> Settings:
+    return Settings(_env_file=None, artifact_root=root)
+
+
 def test_open_store_accepts_file_uris_and_paths(tmp_path: Path) -> None:
-    assert isinstance(open_store(tmp_path.as_uri()), FileArtifactStore)
-    assert isinstance(open_store(str(tmp_path)), FileArtifactStore)
+    assert isinstance(open_store(settings_for(tmp_path.as_uri())), FileArtifactStore)
+    assert isinstance(open_store(settings_for(str(tmp_path))), FileArtifactStore)
     with pytest.raises(ValueError, match="unsupported artifact store"):
-        open_store("ftp://example/x")
+        open_store(settings_for("ftp://example/x"))
 
 
 def test_keys_are_deterministic_and_safe() -> None:
