@@ -73,17 +73,12 @@ CATALOGUE: dict[str, ModelWeights] = {
     for weights in (
         # rembg ONNX sessions, stored as <model_dir>/rembg-<session>/<session>.onnx
         ModelWeights("rembg-u2net", "rembg", "Apache-2.0", UrlFile(f"{_REMBG_RELEASE}/u2net.onnx", "u2net.onnx")),
+        ModelWeights("rembg-u2netp", "rembg", "Apache-2.0", UrlFile(f"{_REMBG_RELEASE}/u2netp.onnx", "u2netp.onnx")),
         ModelWeights(
             "rembg-isnet-anime",
             "rembg",
             "Apache-2.0",
             UrlFile(f"{_REMBG_RELEASE}/isnet-anime.onnx", "isnet-anime.onnx"),
-        ),
-        ModelWeights(
-            "rembg-isnet-general-use",
-            "rembg",
-            "Apache-2.0",
-            UrlFile(f"{_REMBG_RELEASE}/isnet-general-use.onnx", "isnet-general-use.onnx"),
         ),
         ModelWeights(
             "rembg-birefnet-general",
