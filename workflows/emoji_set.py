@@ -131,12 +131,12 @@ class EmojiSetWorkflow:
 
     # --- Messages ------------------------------------------------------------------------------------------------
 
-    @workflow.query
+    @workflow.query(description="The set's phase, every frame's candidates (references, scores) and the picks.")
     def get_state(self) -> EmojiSetState:
         """Phase, every frame's candidates with references and scores, and the picks."""
         return self._state
 
-    @workflow.update
+    @workflow.update(description='Use a candidate by hand: {"emoji": "wave", "frame": 3, "candidate": 1}.')
     async def pick_candidate(self, pick: PickCandidateInput) -> FrameState:
         """Use a candidate of a frame by hand; returns the frame."""
         frame = self._require_frame(pick.emoji, pick.frame)
@@ -159,7 +159,11 @@ class EmojiSetWorkflow:
                 + (f": {candidate.error}" if candidate.error else "")
             )
 
-    @workflow.update(unfinished_policy=workflow.HandlerUnfinishedPolicy.ABANDON)
+    @workflow.update(
+        unfinished_policy=workflow.HandlerUnfinishedPolicy.ABANDON,
+        description='New candidates from a custom prompt: {"emoji": "wave", "frame": 3, "prompt": "..."}; '
+        "omit frame for the whole emoji.",
+    )
     async def regenerate_frame(self, request: RegenerateFrameInput) -> RegenerateFrameResult:
         """Generate and matte new candidates from a custom prompt, for one frame or a whole emoji.
 
@@ -199,12 +203,12 @@ class EmojiSetWorkflow:
                     f"{emoji.pose} frame {frame.index} would exceed {MAX_CANDIDATES_PER_FRAME_TOTAL} candidates"
                 )
 
-    @workflow.signal
+    @workflow.signal(description='Assemble the set with the current picks: {"reviewer": "ana"}.')
     def approve(self, approval: ApproveInput) -> None:
         """Assemble the set with the current picks (refused while a frame has no usable candidate)."""
         self._approval = approval
 
-    @workflow.signal
+    @workflow.signal(description='Stop the set, nothing is assembled: {"reason": "..."}.')
     def cancel(self, cancellation: CancelInput) -> None:
         """Stop the set; nothing is assembled."""
         self._cancellation = cancellation
