@@ -92,14 +92,26 @@ CATALOGUE: dict[str, ModelWeights] = {
             "MIT",
             UrlFile(f"{_REMBG_RELEASE}/BiRefNet-general-bb_swin_v1_tiny-epoch_232.onnx", "birefnet-general-lite.onnx"),
         ),
+        ModelWeights(
+            "vitmatte-small",
+            "vitmatte",
+            "Apache-2.0 (weights), MIT (code)",
+            HubSnapshot("hustvl/vitmatte-small-composition-1k", "6a58ad7646403c1df626fbd746900aec7361ea1d"),
+        ),
+        ModelWeights(
+            "vitmatte-base",
+            "vitmatte",
+            "Apache-2.0 (weights), MIT (code)",
+            # The Hub repository ships only a pickled checkpoint (pytorch_model.bin).
+            HubSnapshot(
+                "hustvl/vitmatte-base-composition-1k",
+                "bf486d01a7d9e3dbcc8400f7942835caf0eaf76e",
+                allow_patterns=("*.json", "*.bin", "*.md"),
+            ),
+        ),
     )
 }
 """Every weight set popcon knows, by name. Engines add theirs here (one line each)."""
-
-
-def register_weights(weights: ModelWeights) -> None:
-    """Add a weight set to the catalogue (engines call this for their models)."""
-    CATALOGUE[weights.name] = weights
 
 
 def weights_dir(model_dir: Path, name: str) -> Path:
