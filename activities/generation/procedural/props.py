@@ -1,0 +1,166 @@
+"""Painting the arms and the pose's props: arms at rest or waving, and what the character holds or shows next to it.
+
+The props are a held heart, a thumb up, tears, a sleep bubble and zzz, steam, sparkles and a question mark; those
+floating next to the character move through their own loop with the phase ``t``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from activities.generation.drawing import (
+    Affine,
+    Arc,
+    Box,
+    Circle,
+    Ellipse,
+    Polygon,
+    Segment,
+    Union,
+    heart,
+    polyline,
+    star,
+)
+from activities.generation.procedural.brush import Brush, mirrored
+from activities.generation.procedural.prompt import WHITE
+from workflows.presets import Motion, Prop
+
+_STILL = Affine()
+"""Placement of props that stay where they are in the frame instead of moving with the character."""
+
+
+class PropPainting(Brush):
+    """The arm and prop layers of the character painter."""
+
+    def raised_arm(self) -> None:
+        """The waving arm, raised behind the body and swinging with the pose."""
+        angle = -1.05 + self.pose.arm_swing
+        shoulder_x, shoulder_y = 176.0, 150.0
+        hand_x, hand_y = shoulder_x + 34.0 * math.cos(angle), shoulder_y + 34.0 * math.sin(angle)
+        self.outlined(Segment(shoulder_x, shoulder_y, hand_x, hand_y, 11.0), self.body_fill)
+
+    def arms(self) -> None:
+        """The arms in front of the body: at rest, holding the heart or giving a thumb up."""
+        prop = self.preset.prop
+        rest = Ellipse(66.0, 176.0, 10.0, 14.0, 0.5)
+        if prop is Prop.HEART:
+            self.held_heart()
+            self.pair(Ellipse(100.0, 192.0, 10.0, 12.0, 0.3), self.body_fill)
+            return
+        self.outlined(rest, self.body_fill)
+        if prop is Prop.THUMB:
+            self.thumbs_up()
+        elif self.preset.motion is not Motion.WAVE:
+            self.outlined(mirrored(rest), self.body_fill)
+
+    def held_heart(self) -> None:
+        """A big heart held in front of the body, growing and shrinking with the pose."""
+        scale = self.pose.prop_scale
+        place = Affine.scaling(scale, scale, 128.0, 190.0).then(self.placement)
+        self.outlined(heart(128.0, 190.0, 52.0), (235.0, 60.0, 82.0), place)
+        self.fill(Ellipse(114.0, 180.0, 6.0, 3.5, -0.7), WHITE, placement=place)
+
+    def thumbs_up(self) -> None:
+        """A hand with its thumb up, on the right."""
+        self.outlined(Segment(190.0, 164.0, 190.0, 142.0, 6.5), self.body_fill)
+        self.outlined(Box(196.0, 172.0, 14.0, 12.0, 7.0), self.body_fill)
+        for y in (168.0, 175.0):
+            self.fill(Segment(186.0, y, 205.0, y, self.thin(0.8)), self.outline)
+
+    def props(self) -> None:
+        """The pose's prop next to the character, if any (the heart and thumb are drawn with the arms)."""
+        prop = self.preset.prop
+        if prop is Prop.TEAR:
+            self.tears()
+        elif prop is Prop.ZZZ:
+            self.sleep_bubble()
+            self.zzz()
+        elif prop is Prop.STEAM:
+            self.steam()
+        elif prop is Prop.SPARKLE:
+            self.sparkles()
+        elif prop is Prop.QUESTION:
+            self.question_mark()
+
+    def tears(self) -> None:
+        """A tear rolling down from each eye, half a loop apart."""
+        face = self.face
+        for side, offset in ((-1.0, 0.0), (1.0, 0.5)):
+            u = (self.t + offset) % 1.0
+            size = min(1.0, 4.0 * math.sin(math.pi * u))
+            if size < 0.15:
+                continue
+            x, y = 128.0 + side * (face.eye_dx + 6.0), face.eye_y + 12.0 + 30.0 * u
+            drop = Union(
+                (
+                    Circle(x, y, 4.8 * size),
+                    Polygon(((x, y - 11.0 * size), (x - 4.4 * size, y - 1.6 * size), (x + 4.4 * size, y - 1.6 * size))),
+                )
+            )
+            self.outlined(drop, (130.0, 195.0, 250.0), width=self.thin(1.3))
+            self.fill(Circle(x - 1.6 * size, y - 0.6 * size, 1.4 * size), WHITE)
+
+    def sleep_bubble(self) -> None:
+        """A bubble growing and shrinking beside the nose."""
+        radius = 4.0 + 2.5 * (1.0 + math.sin(2.0 * math.pi * self.t))
+        x, y = 134.0 + radius, self.face.eye_y + 10.0 + radius * 0.2
+        self.outlined(Circle(x, y, radius), (242.0, 248.0, 255.0), width=self.thin(1.2))
+        self.fill(Circle(x - radius * 0.35, y - radius * 0.35, radius * 0.22), WHITE)
+
+    def zzz(self) -> None:
+        """Three Z letters rising and growing, a third of a loop apart."""
+        for k in range(3):
+            u = (self.t + k / 3.0) % 1.0
+            size = (6.0 + 8.0 * u) * min(1.0, 5.0 * math.sin(math.pi * u))
+            if size < 1.5:
+                continue
+            x, y = 178.0 + 28.0 * u, 88.0 - 46.0 * u
+            letter = polyline(
+                [(x - size, y - size), (x + size, y - size), (x - size, y + size), (x + size, y + size)],
+                0.22 * size + 0.6,
+            )
+            self.outlined(letter, (120.0, 150.0, 240.0), _STILL, width=self.thin(1.5))
+
+    def steam(self) -> None:
+        """A puff of steam rising from each side of the head, half a loop apart."""
+        for side, offset in ((-1.0, 0.0), (1.0, 0.5)):
+            u = (self.t + offset) % 1.0
+            radius = 12.0 * min(1.0, 4.0 * math.sin(math.pi * u)) * (0.6 + 0.4 * u)
+            if radius < 1.0:
+                continue
+            x, y = 128.0 + side * (56.0 + 10.0 * u), 100.0 - 28.0 * u
+            puff = Union(
+                (
+                    Circle(x, y, radius),
+                    Circle(x - 0.8 * radius, y + 0.35 * radius, 0.65 * radius),
+                    Circle(x + 0.8 * radius, y + 0.35 * radius, 0.65 * radius),
+                )
+            )
+            self.outlined(puff, (242.0, 242.0, 246.0), width=self.thin(1.4))
+
+    def sparkles(self) -> None:
+        """Three four-pointed stars twinkling around the character."""
+        for (x, y, size), phase in zip(
+            ((50.0, 76.0, 11.0), (208.0, 70.0, 8.0), (214.0, 136.0, 7.0)), (0.0, 0.33, 0.66), strict=True
+        ):
+            twinkle = 0.55 + 0.45 * math.sin(math.pi * (self.t + phase)) ** 2
+            shape = star(x, y, size * twinkle, size * twinkle * 0.32, 4)
+            self.outlined(shape, (255.0, 214.0, 70.0), _STILL, width=self.thin(1.3))
+
+    def question_mark(self) -> None:
+        """A question mark bobbing and rocking above the right of the head."""
+        bob = 4.0 * math.sin(2.0 * math.pi * self.t)
+        x, y = 204.0, 60.0 + bob
+        mark = Union(
+            (
+                Arc(x, y - 8.0, 9.0, -math.pi - 0.25, math.pi / 2, 3.2),
+                Segment(x, y + 1.0, x, y + 7.0, 3.2),
+                Circle(x, y + 17.0, 3.4),
+            )
+        )
+        self.outlined(
+            mark,
+            (90.0, 140.0, 235.0),
+            Affine.rotation(0.15 * math.sin(2.0 * math.pi * self.t), x, y),
+            width=self.thin(1.8),
+        )
