@@ -93,6 +93,27 @@ CATALOGUE: dict[str, ModelWeights] = {
             UrlFile(f"{_REMBG_RELEASE}/BiRefNet-general-bb_swin_v1_tiny-epoch_232.onnx", "birefnet-general-lite.onnx"),
         ),
         ModelWeights(
+            "birefnet-general",
+            "birefnet",
+            "MIT",
+            HubSnapshot(
+                "ZhengPeng7/BiRefNet",
+                # The commit that calls post_init(), which transformers 5 requires of remote-code models.
+                "e2bf8e4460fc8fa32bba5ea4d94b3233d367b0e4",
+                allow_patterns=("birefnet.py", "BiRefNet_config.py", "config.json", "model.safetensors"),
+            ),
+        ),
+        ModelWeights(
+            "birefnet-lite",
+            "birefnet",
+            "MIT",
+            HubSnapshot(
+                "ZhengPeng7/BiRefNet_lite",
+                "aa62cd87eafb9cc43056d08ef3615a14628b831d",
+                allow_patterns=("birefnet.py", "BiRefNet_config.py", "config.json", "model.safetensors"),
+            ),
+        ),
+        ModelWeights(
             "vitmatte-small",
             "vitmatte",
             "Apache-2.0 (weights), MIT (code)",
