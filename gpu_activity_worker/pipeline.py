@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpu_activity_worker.batching import batched
 from gpu_activity_worker.engines import StepSpec, known_steps, step_spec
 from gpu_activity_worker.engines.base import (
     InvalidPipelineError,
@@ -167,11 +168,14 @@ _pipelines: dict[tuple[str, StepContext], MattingPipeline] = {}
 
 
 def _built_step(ref: StepRef, context: StepContext) -> MattingStep:
-    """The step for ``ref``, built on first use (under the lock: a model loads its weights once, not per caller)."""
+    """The step for ``ref``, built on first use (under the lock: a model loads its weights once, not per caller).
+
+    A batchable step is wrapped in its micro-batcher here, once, so every caller of the step shares the batcher.
+    """
     with _lock:
         step = _steps.get((ref, context))
         if step is None:
-            step = _steps[(ref, context)] = step_spec(ref.engine).load_factory()(ref.variant, context)
+            step = _steps[(ref, context)] = batched(step_spec(ref.engine).load_factory()(ref.variant, context), context)
         return step
 
 

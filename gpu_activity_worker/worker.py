@@ -27,7 +27,8 @@ def build_gpu_worker(client: Client, settings: Settings, store: ArtifactStore) -
         StepContext(
             device=settings.matting_device,
             model_dir=settings.model_dir,
-            max_batch=settings.matting_max_batch,
+            # A batch can only fill from concurrent activities: a larger one would wait out its timeout every time.
+            max_batch=min(settings.matting_max_batch, settings.gpu_concurrency),
             max_batch_wait_ms=settings.matting_batch_wait_ms,
         ),
         concurrency=settings.gpu_concurrency,
@@ -48,7 +49,7 @@ async def main() -> None:
     settings = Settings()
     configure_logging(settings.log_level)
     client = await connect(settings, temporal_runtime(settings.metrics_bind))
-    worker, matting = build_gpu_worker(client, settings, open_store(settings.artifact_root_uri()))
+    worker, matting = build_gpu_worker(client, settings, open_store(settings))
     try:
         await serve_until_signalled(worker)
     finally:
