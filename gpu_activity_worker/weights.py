@@ -67,6 +67,7 @@ class ModelWeights:
 
 
 _REMBG_RELEASE = "https://github.com/danielgatis/rembg/releases/download/v0.0.0"
+_SAM2_RELEASE = "https://dl.fbaipublicfiles.com/segment_anything_2/092824"  # checkpoints/download_ckpts.sh
 
 CATALOGUE: dict[str, ModelWeights] = {
     weights.name: weights
@@ -112,6 +113,18 @@ CATALOGUE: dict[str, ModelWeights] = {
                 "aa62cd87eafb9cc43056d08ef3615a14628b831d",
                 allow_patterns=("birefnet.py", "BiRefNet_config.py", "config.json", "model.safetensors"),
             ),
+        ),
+        *(
+            ModelWeights(
+                f"sam2.1-hiera-{size}",
+                "sam2",
+                "Apache-2.0",
+                UrlFile(
+                    f"{_SAM2_RELEASE}/sam2.1_hiera_{size.replace('-', '_')}.pt",
+                    f"sam2.1_hiera_{size.replace('-', '_')}.pt",
+                ),
+            )
+            for size in ("tiny", "small", "base-plus", "large")
         ),
         ModelWeights(
             "vitmatte-small",
