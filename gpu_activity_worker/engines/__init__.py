@@ -100,3 +100,39 @@ register_step(
         summary="re-estimate alpha at the edge against the background, then unmix the background out of the colours",
     )
 )
+register_step(
+    StepSpec(
+        "rembg",
+        StepRole.COARSE,
+        "gpu_activity_worker.engines.rembg",
+        variants=frozenset({"u2net", "u2netp", "isnet-anime", "birefnet-general", "birefnet-general-lite"}),
+        summary="a rembg ONNX session's mask (commercial-use weights only; default isnet-anime)",
+    )
+)
+register_step(
+    StepSpec(
+        "birefnet",
+        StepRole.COARSE,
+        "gpu_activity_worker.engines.birefnet",
+        variants=frozenset({"general", "lite"}),
+        summary="BiRefNet in torch: high-resolution subject segmentation (default general; lite is smaller and faster)",
+    )
+)
+register_step(
+    StepSpec(
+        "vitmatte",
+        StepRole.REFINER,
+        "gpu_activity_worker.engines.vitmatte",
+        variants=frozenset({"small", "base"}),
+        summary="ViTMatte: re-predict alpha in a band around the coarse edge (hair, fur, soft edges; default small)",
+    )
+)
+register_step(
+    StepSpec(
+        "sam2",
+        StepRole.REFINER,
+        "gpu_activity_worker.engines.sam2",
+        variants=frozenset({"tiny", "small", "base-plus", "large"}),
+        summary="SAM 2.1 prompted by the coarse alpha: fills holes, restores thin parts, drops blobs (default tiny)",
+    )
+)

@@ -115,7 +115,7 @@ def test_a_second_coarse_step_is_refused(calls: list[str | None]) -> None:
 def test_registry() -> None:
     with pytest.raises(ValueError, match="already registered"):
         register_step(StepSpec("floodfill", StepRole.COARSE, "gpu_activity_worker.engines.classical"))
-    with pytest.raises(UnknownPipelineError, match="known steps: defringe, floodfill"):
+    with pytest.raises(UnknownPipelineError, match="known steps: birefnet, defringe, floodfill, rembg, sam2, vitmatte"):
         step_spec("nope")
     step = step_spec("floodfill").load_factory()(None, StepContext())
     assert (step.device, step.precision) == ("cpu", "fp32")
