@@ -20,6 +20,7 @@ from starter import demo as demo_module
 from starter.client import EmojiSetClient, EmojiSetError
 from starter.devstack import DevStack
 from starter.download import download_result
+from starter.runpod_cli import app as runpod_app
 from starter.watch import watch_until
 from workflows.contract import (
     DeadlinePolicy,
@@ -36,6 +37,7 @@ dev_app = typer.Typer(help="The embedded local stack (Temporal dev server + both
 app.add_typer(dev_app, name="dev")
 models_app = typer.Typer(help="Model weights for the matting engines (offline folder POPCON_MODEL_DIR).")
 app.add_typer(models_app, name="models")
+app.add_typer(runpod_app, name="runpod")
 console = Console(soft_wrap=True)
 T = TypeVar("T")
 

@@ -129,7 +129,8 @@ class EmojiSetClient:
 
     async def pick(self, pick: PickCandidateInput, *, set_id: str) -> FrameState:
         """Use a candidate of a frame by hand."""
-        return await self._update(self._handle(set_id).execute_update(EmojiSetWorkflow.pick_candidate, pick))
+        handle = self._handle(set_id)
+        return await self._update(handle.execute_update("pick_candidate", pick, result_type=FrameState))
 
     async def regenerate(
         self, request: RegenerateFrameInput, *, set_id: str, wait: bool = True
@@ -141,7 +142,6 @@ class EmojiSetClient:
         """
         handle = self._handle(set_id)
         if wait:
-            # By name: the SDK's typing of an update declared with options does not match execute_update's.
             return await self._update(
                 handle.execute_update("regenerate_frame", request, result_type=RegenerateFrameResult)
             )
@@ -200,6 +200,8 @@ class EmojiSetClient:
         return summaries
 
     def _handle(self, set_id: str) -> WorkflowHandle[EmojiSetWorkflow, EmojiSetResult]:
+        # Updates are called by name: the SDK's typing of an update declared with options (a description) does not
+        # match execute_update's signature.
         return self.temporal.get_workflow_handle_for(EmojiSetWorkflow.run, set_id)
 
     async def _call(self, call: Awaitable[T]) -> T:

@@ -42,9 +42,7 @@ from gpu_activity_worker.device import onnx_providers
 from gpu_activity_worker.engines.base import InvalidPipelineError, MatteState, MattingError, StepContext
 from gpu_activity_worker.weights import WeightsMissingError, require
 
-SESSIONS = frozenset(
-    {"u2net", "u2netp", "isnet-anime", "birefnet-general", "birefnet-general-lite"}
-)
+SESSIONS = frozenset({"u2net", "u2netp", "isnet-anime", "birefnet-general", "birefnet-general-lite"})
 """rembg sessions this step offers: those whose weights allow commercial use (see the module docstring)."""
 
 DEFAULT_SESSION = "isnet-anime"

@@ -1,0 +1,263 @@
+"""RunPod dispatch benchmark: a set matted through the dispatcher and a RunPod endpoint, against the ideal makespan.
+
+One 12-frame set with 2 candidates per frame (24 matting jobs) runs on the real dev server, orchestration worker and
+dispatcher; the endpoint is the RunPod stand-in of the tests (tests/gpu_activity_worker/runpod_standin.py), whose
+workers are processes running RunPod's real worker loop with our real handler. The engine is the ``sleep`` stand-in
+of benchmarks/dispatch.py (a fixed latency L per frame); artifacts live in an S3-compatible server on loopback.
+
+For endpoints of 1 (serial), 3 and 24 (unbounded) workers, kept warm (min workers = max workers), it prints the
+matting makespan (first matting activity scheduled -> last one completed, from the server's event times), the ideal
+``ceil(24 / workers) * L``, the speed-up over ``24 * L`` and the efficiency ``ideal / makespan``, with the jobs' mean
+queue time (delayTime) and run time (executionTime) as RunPod reports them. Then, at 3 workers scaled to zero, the
+first set (every worker cold-starts) against the next one (warm).
+
+    python -m benchmarks.runpod_dispatch [--latency 0.5] [--poll 0.1] [--cold-start 0] [--workers 1 3 24]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import statistics
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import boto3
+from moto.server import ThreadedMotoServer
+from pydantic import SecretStr
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from activities.artifacts import open_store
+from activities.settings import Settings
+from activities.worker import build_worker
+from benchmarks.dispatch import CANDIDATES, FRAMES, _run_set
+from gpu_activity_worker.dispatcher import build_dispatcher_worker
+from starter.devstack import temporal_cli
+from tests.gpu_activity_worker.runpod_standin import EndpointConfig, RunPodStandIn
+from workflows import search_attributes as sa
+
+JOBS = FRAMES * CANDIDATES
+S3_KEYS = {
+    "POPCON_S3_ACCESS_KEY_ID": "bench",
+    "POPCON_S3_SECRET_ACCESS_KEY": "bench-s",
+    "POPCON_S3_REGION": "us-east-1",
+}
+HANDLER_COMMAND = (
+    sys.executable,
+    "-c",
+    "import benchmarks.dispatch; from gpu_activity_worker.runpod_handler import main; main()",
+)
+"""An endpoint worker: our real handler, with the ``sleep`` engine that importing benchmarks.dispatch registers."""
+
+
+@dataclass(frozen=True)
+class Run:
+    label: str
+    workers: int
+    makespan_s: float
+    peak_in_flight: int
+    mean_delay_ms: float
+    mean_execution_ms: float
+
+
+@dataclass(frozen=True)
+class Bench:
+    """What every run shares."""
+
+    client: Client
+    settings: Settings
+    worker_env: dict[str, str]
+    latency_ms: int
+    cold_start_s: float
+    log_dir: Path
+
+
+@contextmanager
+def s3_server() -> Iterator[dict[str, str]]:
+    """An S3-compatible server on loopback with a bucket; the POPCON_* variables that point at it."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id=S3_KEYS["POPCON_S3_ACCESS_KEY_ID"],
+        aws_secret_access_key=S3_KEYS["POPCON_S3_SECRET_ACCESS_KEY"],
+        region_name=S3_KEYS["POPCON_S3_REGION"],
+    ).create_bucket(Bucket="bench")
+    try:
+        yield {**S3_KEYS, "POPCON_ARTIFACT_ROOT": "s3://bench/sets", "POPCON_S3_ENDPOINT_URL": endpoint}
+    finally:
+        server.stop()
+
+
+@asynccontextmanager
+async def endpoint_with(bench: Bench, workers: int, *, warm: bool) -> AsyncIterator[RunPodStandIn]:
+    """A RunPod endpoint of ``workers`` workers, and the dispatcher serving the GPU queue through it.
+
+    Warm: every worker is started (min workers = max) and has asked for a job before this returns. Otherwise the
+    endpoint starts with no worker and scales to zero 5 s after its last job.
+    """
+    config = EndpointConfig(
+        max_workers=workers,
+        min_workers=workers if warm else 0,
+        idle_timeout_s=600 if warm else 5,
+        cold_start_s=bench.cold_start_s,
+        execution_timeout_ms=600_000,
+        worker_command=HANDLER_COMMAND,
+        worker_env=bench.worker_env,
+        log_dir=bench.log_dir,
+    )
+    async with RunPodStandIn(config) as endpoint:
+        settings = bench.settings.model_copy(
+            update={
+                "runpod_endpoint_id": config.endpoint_id,
+                "runpod_api_key": SecretStr(config.api_key),
+                "runpod_base_url": endpoint.base_url,
+                "runpod_workers": workers,
+            }
+        )
+        worker, dispatcher = build_dispatcher_worker(bench.client, settings, open_store(settings))
+        try:
+            async with worker:
+                if warm:
+                    await endpoint.wait_until(lambda: _ready_workers(endpoint) == workers, timeout=300)
+                yield endpoint
+        finally:
+            await dispatcher.aclose()
+
+
+def _ready_workers(endpoint: RunPodStandIn) -> int:
+    return sum(worker.asked_at is not None for worker in endpoint.workers.values())
+
+
+async def measured_set(bench: Bench, endpoint: RunPodStandIn, label: str, latency_ms: int) -> Run:
+    """One set; its makespan and the RunPod timings of its jobs."""
+    before = len(endpoint.jobs)
+    makespan, _, peak = await _run_set(bench.client, latency_ms)
+    jobs = endpoint.submitted()[before:]
+    delays = [job.report()["delayTime"] for job in jobs]
+    executions = [job.report()["executionTime"] for job in jobs]
+    return Run(label, endpoint.config.max_workers, makespan, peak, statistics.mean(delays), statistics.mean(executions))
+
+
+async def warm_runs(bench: Bench, workers: int) -> Run:
+    async with endpoint_with(bench, workers, warm=True) as endpoint:
+        await measured_set(bench, endpoint, "warm-up", 10)
+        return await measured_set(bench, endpoint, "warm", bench.latency_ms)
+
+
+@dataclass(frozen=True)
+class ColdStarts:
+    """Per new worker: spawn to first job-take (the endpoint's view), and the handler's own load time (its log)."""
+
+    spawn_to_take_s: list[float]
+    handler_ms: list[float]
+
+
+def handler_cold_start_ms(log: Path) -> float:
+    """The ``cold_start_ms`` a worker's handler logged once its engines were loaded."""
+    for line in log.read_text().splitlines():
+        if '"cold start done"' in line:
+            value: float = json.loads(line)["cold_start_ms"]
+            return value
+    raise ValueError(f"{log}: the handler logged no cold start")
+
+
+async def cold_runs(bench: Bench, workers: int) -> tuple[Run, Run, ColdStarts]:
+    """After scale-to-zero: the first set (cold), then the next (warm)."""
+    async with endpoint_with(bench, workers, warm=False) as endpoint:
+        await measured_set(bench, endpoint, "warm-up", 10)
+        await endpoint.wait_until(lambda: not endpoint.workers, timeout=120)
+        started = len(endpoint.worker_history)
+        cold = await measured_set(bench, endpoint, "cold", bench.latency_ms)
+        warm = await measured_set(bench, endpoint, "warm after cold", bench.latency_ms)
+        new = [worker for worker in endpoint.worker_history[started:] if worker.cold_start_s is not None]
+        return (
+            cold,
+            warm,
+            ColdStarts(
+                [worker.cold_start_s for worker in new if worker.cold_start_s is not None],
+                [handler_cold_start_ms(bench.log_dir / f"{worker.id}.log") for worker in new],
+            ),
+        )
+
+
+def print_table(runs: list[Run], latency_s: float) -> None:
+    serial = JOBS * latency_s
+    one_worker = next((run.makespan_s for run in runs if run.workers == 1 and run.label == "warm"), None)
+    print(f"{FRAMES}-frame set x {CANDIDATES} candidates = {JOBS} RunPod jobs, L = {latency_s:.2f} s per frame")
+    print(
+        f"{'run':>16} {'workers':>7} {'makespan s':>11} {'ideal s':>8} {'efficiency':>11} {'vs 24 L':>8}"
+        f" {'vs 1 worker':>12} {'peak':>5} {'delay ms':>9} {'exec ms':>8}"
+    )
+    for run in runs:
+        ideal = math.ceil(JOBS / run.workers) * latency_s
+        versus_one = f"{one_worker / run.makespan_s:.2f}x" if one_worker else "-"
+        print(
+            f"{run.label:>16} {run.workers:>7} {run.makespan_s:>11.2f} {ideal:>8.2f} {ideal / run.makespan_s:>11.3f}"
+            f" {serial / run.makespan_s:>7.2f}x {versus_one:>12} {run.peak_in_flight:>5} {run.mean_delay_ms:>9.0f}"
+            f" {run.mean_execution_ms:>8.0f}"
+        )
+
+
+async def main(latency_s: float, poll_s: float, cold_start_s: float, worker_counts: list[int]) -> None:
+    latency_ms = round(latency_s * 1000)
+    with s3_server() as s3_env, tempfile.TemporaryDirectory() as tmp:
+        env = await WorkflowEnvironment.start_local(
+            dev_server_existing_path=str(temporal_cli()),
+            search_attributes=list(sa.ALL),
+            data_converter=pydantic_data_converter,
+            ui=False,
+            dev_server_log_level="error",
+        )
+        settings = Settings(
+            _env_file=None,
+            data_dir=Path(tmp),
+            artifact_root=s3_env["POPCON_ARTIFACT_ROOT"],
+            s3_endpoint_url=s3_env["POPCON_S3_ENDPOINT_URL"],
+            s3_access_key_id=S3_KEYS["POPCON_S3_ACCESS_KEY_ID"],
+            s3_secret_access_key=SecretStr(S3_KEYS["POPCON_S3_SECRET_ACCESS_KEY"]),
+            s3_region=S3_KEYS["POPCON_S3_REGION"],
+            runpod_poll_interval_s=poll_s,
+            orchestration_activity_concurrency=8,
+        )
+        worker_env = {
+            **s3_env,
+            "OMP_NUM_THREADS": "1",
+            "POPCON_RUNPOD_PRELOAD_PIPELINE": f"sleep:{latency_ms}",
+            "RUNPOD_LOG_LEVEL": "WARN",
+        }
+        bench = Bench(env.client, settings, worker_env, latency_ms, cold_start_s, Path(tmp))
+        orchestration, generation = build_worker(env.client, settings, open_store(settings))
+        async with orchestration:
+            runs = [await warm_runs(bench, workers) for workers in worker_counts]
+            cold, warm, cold_starts = await cold_runs(bench, 3)
+        await generation.aclose()
+        await env.shutdown()
+    print_table([*runs, cold, warm], latency_s)
+    print(
+        f"cold start of the {len(cold_starts.handler_ms)} new workers: spawn -> first job-take mean "
+        f"{statistics.mean(cold_starts.spawn_to_take_s):.2f} s (container start {cold_start_s:.1f} s, then Python, "
+        f"imports and the handler), of which the handler's own start (SDK import, store, engines) mean "
+        f"{statistics.mean(cold_starts.handler_ms):.0f} ms"
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--latency", type=float, default=0.5, help="GPU latency per frame, seconds")
+    parser.add_argument("--poll", type=float, default=0.1, help="the dispatcher's status poll interval, seconds")
+    parser.add_argument("--cold-start", type=float, default=0.0, help="extra container start per new worker, seconds")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 3, 24], help="endpoint sizes for warm runs")
+    args = parser.parse_args()
+    asyncio.run(main(args.latency, args.poll, args.cold_start, args.workers))

@@ -1,0 +1,260 @@
+"""Whole EmojiSet runs whose GPU queue is served only by the RunPod dispatcher.
+
+The real workflow and orchestration worker run on the dev server, in a namespace of their own (so no in-process GPU
+worker of another test module can take a matting task); the dispatcher sends each matting activity to the RunPod
+stand-in, whose jobs run in worker processes with RunPod's real worker loop and our real handler; every artifact lives
+in an S3-compatible server on loopback, which every process (the worker processes through their environment) uses.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import boto3
+import pytest
+from google.protobuf.duration_pb2 import Duration
+from moto.server import ThreadedMotoServer
+from pydantic import SecretStr
+from stack import wait_for_phase
+from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from activities.artifacts import ArtifactStore, open_store
+from activities.settings import Settings
+from activities.worker import build_worker
+from gpu_activity_worker.dispatcher import build_dispatcher_worker
+from gpu_activity_worker.runpod_jobs import JobStatus, MatteJob, RunPodApi
+from starter.client import EmojiSetClient
+from starter.devstack import ensure_search_attributes
+from tests.gpu_activity_worker.runpod_standin import (
+    CANCELLED,
+    COMPLETED,
+    IN_PROGRESS,
+    IN_QUEUE,
+    TIMED_OUT,
+    EndpointConfig,
+    Job,
+    RunPodStandIn,
+)
+from tests.gpu_activity_worker.test_runpod_handler import sticker_png
+from workflows.contract import CandidateStatus, EmojiSetInput, MatteFrameInput, Phase
+
+WORKERS = 3
+SET = {"poses": ["wave"], "frames_per_emoji": 3, "candidates_per_frame": 2, "image_size": 64}
+CANDIDATES = 6
+S3 = {
+    "POPCON_S3_ACCESS_KEY_ID": "popcon",
+    "POPCON_S3_SECRET_ACCESS_KEY": "popcon-secret",
+    "POPCON_S3_REGION": "us-east-1",
+}
+
+
+@pytest.fixture(scope="module")
+def s3_env() -> Iterator[dict[str, str]]:
+    """An S3-compatible server on loopback with a bucket; the POPCON_* variables that point at it."""
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id=S3["POPCON_S3_ACCESS_KEY_ID"],
+        aws_secret_access_key=S3["POPCON_S3_SECRET_ACCESS_KEY"],
+        region_name=S3["POPCON_S3_REGION"],
+    ).create_bucket(Bucket="emoji")
+    yield {**S3, "POPCON_ARTIFACT_ROOT": "s3://emoji/e2e", "POPCON_S3_ENDPOINT_URL": endpoint}
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+async def endpoint(s3_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RunPodStandIn]:
+    config = EndpointConfig(
+        max_workers=WORKERS,
+        idle_timeout_s=120,
+        worker_env={**s3_env, "OMP_NUM_THREADS": "1", "POPCON_RUNPOD_HANDLER_CONCURRENCY": "1"},
+        log_dir=tmp_path_factory.mktemp("runpod-workers"),
+    )
+    async with RunPodStandIn(config) as running:
+        yield running
+
+
+@dataclass
+class RunPodStack:
+    client: Client
+    sets: EmojiSetClient
+    store: ArtifactStore
+    endpoint: RunPodStandIn
+
+
+async def namespace_client(dev_server: WorkflowEnvironment) -> Client:
+    namespace = f"runpod-e2e-{uuid.uuid4().hex[:8]}"
+    await dev_server.client.workflow_service.register_namespace(
+        RegisterNamespaceRequest(namespace=namespace, workflow_execution_retention_period=Duration(seconds=86_400))
+    )
+    client = await Client.connect(
+        dev_server.client.service_client.config.target_host,
+        namespace=namespace,
+        data_converter=pydantic_data_converter,
+    )
+    await ensure_search_attributes(client)
+    return client
+
+
+@pytest.fixture(scope="module")
+async def runpod_stack(
+    dev_server: WorkflowEnvironment,
+    endpoint: RunPodStandIn,
+    s3_env: dict[str, str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[RunPodStack]:
+    """The orchestration worker and the dispatcher (no GPU worker), both on the S3 store."""
+    settings = Settings(
+        _env_file=None,
+        data_dir=tmp_path_factory.mktemp("runpod-data"),
+        artifact_root=s3_env["POPCON_ARTIFACT_ROOT"],
+        s3_endpoint_url=s3_env["POPCON_S3_ENDPOINT_URL"],
+        s3_access_key_id=S3["POPCON_S3_ACCESS_KEY_ID"],
+        s3_secret_access_key=SecretStr(S3["POPCON_S3_SECRET_ACCESS_KEY"]),
+        s3_region=S3["POPCON_S3_REGION"],
+        runpod_endpoint_id=endpoint.config.endpoint_id,
+        runpod_api_key=SecretStr(endpoint.config.api_key),
+        runpod_base_url=endpoint.base_url,
+        runpod_poll_interval_s=0.05,
+        runpod_execution_timeout_ms=5_000,
+        runpod_workers=WORKERS,
+    )
+    client = await namespace_client(dev_server)
+    store = open_store(settings)
+    orchestration, generation = build_worker(client, settings, store)
+    dispatcher_worker, dispatcher = build_dispatcher_worker(client, settings, store)
+    async with orchestration, dispatcher_worker:
+        yield RunPodStack(client, EmojiSetClient(client), store, endpoint)
+    await generation.aclose()
+    await dispatcher.aclose()
+
+
+def jobs_of(endpoint: RunPodStandIn, set_id: str) -> list[Job]:
+    return endpoint.submitted(lambda job: f"/{set_id}/" in job.input["request"]["output_key"])
+
+
+def output_key(job: Job) -> str:
+    key: str = job.input["request"]["output_key"]
+    return key
+
+
+async def start(stack: RunPodStack, set_id: str) -> None:
+    await stack.sets.start(EmojiSetInput(character_prompt="a round orange cat", **SET), set_id=set_id)
+
+
+async def test_a_set_completes_with_every_candidate_matted_exactly_once_on_runpod(
+    runpod_stack: RunPodStack, set_id: str
+) -> None:
+    endpoint = runpod_stack.endpoint
+    endpoint.fail_next("status", 503)  # one attempt fails mid-poll: its retry must resume the same job
+
+    await start(runpod_stack, set_id)
+    state = await wait_for_phase(runpod_stack.sets, set_id, Phase.AWAITING_REVIEW, timeout=45)
+    await runpod_stack.sets.approve(set_id, reviewer="ana")
+    result = await runpod_stack.sets.result(set_id)
+
+    assert result.status == "completed" and len(result.emojis[0].frames) == 3
+    assert state.pipeline_info == f"classical on runpod:{endpoint.config.endpoint_id} (unknown)"
+    candidates = [c for _, frame in state.frames() for c in frame.candidates]
+    assert len(candidates) == CANDIDATES and all(c.status is CandidateStatus.READY for c in candidates)
+    for candidate in candidates:
+        assert candidate.matte is not None and candidate.matte.uri.startswith("s3://emoji/e2e/")
+        runpod_stack.store.get(candidate.matte)  # the worker process wrote it where everyone reads it
+    jobs = jobs_of(endpoint, set_id)
+    assert len(jobs) == CANDIDATES and len({output_key(job) for job in jobs}) == CANDIDATES
+    assert all(job.status == COMPLETED and job.takes == 1 for job in jobs), "one job per candidate, run once"
+    history = await runpod_stack.client.get_workflow_handle(set_id).fetch_history()
+    attempts = [
+        event.activity_task_started_event_attributes.attempt
+        for event in history.events
+        if event.HasField("activity_task_started_event_attributes")
+    ]
+    assert max(attempts) == 2, "the attempt that failed on the 503 was retried, and resumed its job"
+
+
+async def test_a_worker_lost_mid_job_times_out_and_the_retry_runs_a_new_job(
+    runpod_stack: RunPodStack, set_id: str
+) -> None:
+    endpoint = runpod_stack.endpoint
+    endpoint.kill_next_taker()
+
+    await start(runpod_stack, set_id)
+    state = await wait_for_phase(runpod_stack.sets, set_id, Phase.AWAITING_REVIEW, timeout=45)
+    await runpod_stack.sets.cancel(set_id)
+
+    candidates = [c for _, frame in state.frames() for c in frame.candidates]
+    assert all(c.status is CandidateStatus.READY for c in candidates) and len(candidates) == CANDIDATES
+    jobs = jobs_of(endpoint, set_id)
+    [lost] = [job for job in jobs if job.status == TIMED_OUT]
+    completed = [job for job in jobs if job.status == COMPLETED]
+    assert len(jobs) == CANDIDATES + 1 and len(completed) == CANDIDATES
+    assert {output_key(job) for job in completed} == {output_key(job) for job in jobs}, "nothing lost"
+    assert next(job for job in completed if output_key(job) == output_key(lost)).takes == 1
+    killed = next(worker for worker in endpoint.worker_history if worker.exit_code == -9)
+    assert lost.worker_id == killed.id
+
+
+async def test_cancelling_the_set_cancels_its_runpod_jobs(runpod_stack: RunPodStack, set_id: str) -> None:
+    endpoint = runpod_stack.endpoint
+    endpoint.pause()
+    try:
+        await start(runpod_stack, set_id)
+        await endpoint.wait_until(lambda: len(jobs_of(endpoint, set_id)) == WORKERS)
+        assert {job.status for job in jobs_of(endpoint, set_id)} == {IN_QUEUE}, "the fan-out fills the endpoint"
+
+        await runpod_stack.sets.cancel(set_id, reason="changed my mind")
+        result = await runpod_stack.sets.result(set_id)
+        await endpoint.wait_until(lambda: all(job.status == CANCELLED for job in jobs_of(endpoint, set_id)))
+    finally:
+        endpoint.resume()
+
+    assert result.status == "cancelled"
+    jobs = jobs_of(endpoint, set_id)
+    assert len(jobs) == WORKERS and all(job.takes == 0 for job in jobs), "cancelled in the queue, none ran"
+
+
+async def test_cancelling_a_running_job_stops_it_on_its_worker(runpod_stack: RunPodStack) -> None:
+    endpoint = runpod_stack.endpoint
+    source = runpod_stack.store.put("big/source.png", sticker_png(2048), "image/png")  # about 2 s of CPU matting
+    request = MatteFrameInput(source=source, output_key="big/matte.png", pipeline="classical")
+    api = RunPodApi(endpoint.base_url, endpoint.config.endpoint_id, SecretStr(endpoint.config.api_key))
+    dropped = endpoint.dropped_results
+
+    submitted = await api.run(
+        MatteJob(op="matte", request=request).model_dump(mode="json"), execution_timeout_ms=60_000, ttl_ms=60_000
+    )
+    job = endpoint.jobs[submitted.id]
+    await endpoint.wait_until(lambda: job.status == IN_PROGRESS)
+    worker_log = worker_log_of(endpoint, job.worker_id or "")
+    await endpoint.wait_until(lambda: f"{job.id} | Started." in worker_log.read_text())  # the SDK runs the handler
+    cancelled = await api.cancel(job.id)
+    await endpoint.wait_until(lambda: f"{job.id} | Job stopped." in worker_log.read_text())
+    health = await api.health()
+    await api.aclose()
+
+    assert cancelled.status is JobStatus.CANCELLED and job.status == CANCELLED and job.output is None
+    assert endpoint.dropped_results == dropped, "the stopped handler posted no result"
+    assert health["jobs"]["inProgress"] == 0
+
+
+def worker_log_of(endpoint: RunPodStandIn, worker_id: str) -> Path:
+    assert endpoint.config.log_dir is not None
+    return endpoint.config.log_dir / f"{worker_id}.log"
+
+
+def test_worker_processes_load_their_engines_before_taking_jobs(endpoint: RunPodStandIn) -> None:
+    ready = [worker for worker in endpoint.worker_history if worker.asked_at is not None]
+    assert len(ready) >= WORKERS
+    for worker in ready:
+        log = worker_log_of(endpoint, worker.id).read_text()
+        assert '"msg": "cold start done"' in log and '"pipeline": "classical"' in log, log
