@@ -8,9 +8,12 @@
    If too few ring pixels fit, or the noise is high (a texture or a photo), the image is not for this engine and
    :class:`~gpu_activity_worker.engines.base.UnsupportedImageError` says so.
 2. Coarse mask. A pixel is background-coloured when within tolerance of the surface; the background is the
-   background-coloured pixels 4-connected to the frame border, everything else is the subject. So enclosed areas of
-   background colour (white eyes, teeth) stay opaque, and 4-connectivity keeps the fill from leaking diagonally
-   through a thin anti-aliased outline.
+   background-coloured pixels 4-connected to the frame border, everything else is the subject. 4-connectivity keeps
+   the fill from leaking diagonally through a thin anti-aliased outline. Enclosed areas of a white (or black)
+   background's colour stay opaque: art paints white eyes and teeth, and a hole through the subject (the gap between
+   an arm and the body) cannot be told from them. On any other background an enclosed area whose mean colour is the
+   background's is a hole and joins the background (:func:`_holes`). Parts of the subject that touch the outline
+   and match the background (a white stroke with no outline of its own) are flooded away: that needs a model.
 3. A graded background's surface is refitted on the whole background region found, all around the subject, which
    estimates it behind the subject much better than the ring alone, and the mask is recomputed with it.
 
@@ -50,6 +53,12 @@ ORDER_NOISE_SLACK = 1 / 255
 """A lower polynomial order is chosen when its inlier share is within ORDER_INLIER_SLACK of order 2's and its noise
 at most ORDER_NOISE_FACTOR times order 2's plus ORDER_NOISE_SLACK."""
 
+HOLE_RIM = 2
+"""Pixels at the rim of an enclosed background-coloured area (anti-aliasing, codec ringing) left out of its mean."""
+
+HOLE_BIAS = 3 / 255
+"""Largest distance of an enclosed area's mean colour from the background for it to be a hole (see :func:`_holes`)."""
+
 _FOUR_CONNECTED = ndimage.generate_binary_structure(2, 1)
 
 
@@ -68,16 +77,31 @@ class SurfaceFit:
     order: int
 
 
+def _scaled(coordinates: np.ndarray, length: int) -> np.ndarray:
+    """Pixel coordinates along an axis of ``length`` pixels, scaled to [-1, 1]."""
+    return coordinates * (2.0 / max(length - 1, 1)) - 1.0
+
+
 def _basis(ys: np.ndarray, xs: np.ndarray, shape: tuple[int, int], order: int) -> np.ndarray:
     """Polynomial terms up to ``order`` in coordinates scaled to [-1, 1], one row per pixel."""
-    y = ys * (2.0 / max(shape[0] - 1, 1)) - 1.0
-    x = xs * (2.0 / max(shape[1] - 1, 1)) - 1.0
+    y, x = _scaled(ys, shape[0]), _scaled(xs, shape[1])
     terms = [np.ones_like(x)]
     if order >= 1:
         terms += [x, y]
     if order >= 2:
         terms += [x * x, x * y, y * y]
     return np.stack(terms, axis=1)
+
+
+def _least_squares(terms: np.ndarray, colours: np.ndarray) -> np.ndarray:
+    """Least-squares coefficients (K x 3) through the normal equations.
+
+    The terms are at most quadratic in coordinates scaled to [-1, 1], so the K x K system is well conditioned. Sums
+    are taken with einsum rather than BLAS: a multi-threaded BLAS wakes worker threads that spin on these tiny
+    problems and cost several times the work's own CPU time.
+    """
+    gram = np.einsum("ik,il->kl", terms, terms)
+    return np.linalg.solve(gram, np.einsum("ik,ic->kc", terms, colours))
 
 
 def _robust_fit(
@@ -95,14 +119,14 @@ def _robust_fit(
         Coefficients (K x 3), the final inliers, and the noise (median residual distance of the inliers).
     """
     if coef is None:
-        coef = np.linalg.lstsq(terms[keep], colours[keep], rcond=None)[0]
+        coef = _least_squares(terms[keep], colours[keep])
     for _ in range(6):
-        residual = np.linalg.norm(colours - terms @ coef, axis=1)
+        residual = np.linalg.norm(colours - np.einsum("ik,kc->ic", terms, coef), axis=1)
         inliers = residual <= max(TOLERANCE_FLOOR, NOISE_TO_TOLERANCE * float(np.median(residual[keep])))
         if np.array_equal(inliers, keep) or inliers.sum() <= terms.shape[1]:
             break
         keep = inliers
-        coef = np.linalg.lstsq(terms[keep], colours[keep], rcond=None)[0]
+        coef = _least_squares(terms[keep], colours[keep])
     noise = float(np.median(residual[keep]))
     return coef, keep, noise
 
@@ -146,19 +170,74 @@ def fit_background(image: np.ndarray, samples: np.ndarray, order: int | None = N
         keep = fits[-1][1]
     fitted_order = order if order is not None else _simplest_order(fits)
     coef, inliers, noise = fits[0] if order is not None else fits[fitted_order]
-    grid_y, grid_x = np.indices(image.shape[:2])
-    surface = _basis(grid_y.ravel(), grid_x.ravel(), image.shape[:2], fitted_order) @ coef
-    colour = np.clip(surface, 0.0, 1.0).reshape(image.shape).astype(np.float32)
+    colour = np.clip(_evaluate(coef, image.shape[:2], fitted_order), 0.0, 1.0)
     return SurfaceFit(Background(colour, noise), float(inliers.mean()), fitted_order)
 
 
+def _evaluate(coef: np.ndarray, shape: tuple[int, int], order: int) -> np.ndarray:
+    """The polynomial surface with coefficients ``coef`` (K x 3, terms as in :func:`_basis`) at every pixel.
+
+    Separable terms are broadcast from a row and a column, which is far cheaper than a K-column basis per pixel.
+    """
+    y = _scaled(np.arange(shape[0], dtype=np.float32), shape[0])[:, None]
+    x = _scaled(np.arange(shape[1], dtype=np.float32), shape[1])[None, :]
+    terms = [np.ones((1, 1), dtype=np.float32)]
+    if order >= 1:
+        terms += [x, y]
+    if order >= 2:
+        terms += [x * x, x * y, y * y]
+    surface = np.zeros((*shape, 3), dtype=np.float32)
+    for term, weights in zip(terms, coef.astype(np.float32), strict=True):
+        surface += term[..., None] * weights
+    return surface
+
+
 def _border_connected_background(image: np.ndarray, background: Background) -> np.ndarray:
-    """Background-coloured pixels 4-connected to the frame border (bool HxW)."""
+    """Background-coloured pixels 4-connected to the frame border, and enclosed ones that are holes (bool HxW)."""
     distance = np.linalg.norm(image - background.colour, axis=2)
-    labels, _ = ndimage.label(distance <= background.tolerance, structure=_FOUR_CONNECTED)
+    labels, count = ndimage.label(distance <= background.tolerance, structure=_FOUR_CONNECTED)
     edge = np.concatenate([labels[0], labels[-1], labels[:, 0], labels[:, -1]])
-    touching = np.unique(edge[edge > 0])
-    return np.isin(labels, touching)
+    outside = np.zeros(count + 1, dtype=bool)
+    outside[edge] = True
+    outside[0] = False
+    return (outside | _holes(image, background, labels, outside))[labels]
+
+
+def _holes(image: np.ndarray, background: Background, labels: np.ndarray, outside: np.ndarray) -> np.ndarray:
+    """Which enclosed background-coloured components (by label) are holes through the subject, not paint.
+
+    Art often paints in white or black, so an enclosed area of a white (or black) background's colour may be paint
+    (white eyes) and stays opaque. Paint rarely matches any other background colour exactly: there an enclosed area
+    whose mean colour, away from its anti-aliased rim, is within :data:`HOLE_BIAS` of the background is a hole (a gap
+    between an arm and the body) and becomes transparent. The mean, not each pixel, is compared, so noise cancels
+    while the slight shading of paint that is merely close to the background does not.
+
+    Returns:
+        bool array indexed by label.
+    """
+    enclosed = np.zeros_like(outside)
+    enclosed[1:] = ~outside[1:]
+    inside = enclosed[labels]
+    if not inside.any():
+        return enclosed
+    label = labels[inside]
+    colour = background.colour[inside]
+    offset = image[inside] - colour
+
+    def mean(values: np.ndarray, where: np.ndarray) -> np.ndarray:
+        """Mean of ``values`` (N x 3) per component over the pixels ``where``."""
+        count = np.bincount(label[where], minlength=len(outside))
+        sums = [np.bincount(label[where], weights=values[where, c], minlength=len(outside)) for c in range(3)]
+        return np.stack(sums, axis=1) / np.maximum(count, 1)[:, None]
+
+    everywhere = np.ones(len(label), dtype=bool)
+    core = ndimage.binary_erosion(inside, iterations=HOLE_RIM)[inside]
+    # A component too thin to have a core (a slit between two strokes) is judged on all its pixels.
+    has_core = np.bincount(label[core], minlength=len(outside)) > 0
+    bias = np.linalg.norm(np.where(has_core[:, None], mean(offset, core), mean(offset, everywhere)), axis=1)
+    mean_colour = mean(colour, everywhere)
+    extreme = np.minimum(np.linalg.norm(mean_colour - 1.0, axis=1), np.linalg.norm(mean_colour, axis=1))
+    return enclosed & (bias <= HOLE_BIAS) & (extreme > background.tolerance)
 
 
 def _ring(shape: tuple[int, int], width: int) -> np.ndarray:

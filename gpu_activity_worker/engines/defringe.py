@@ -16,6 +16,9 @@ background is known this step re-estimates the alpha itself near the edge:
   pixel itself when nothing is purer). Then ``a = (I - B).(F - B) / |F - B|^2``, clipped to [0, 1] and snapped to 0
   or 1 within noise of either end. Looking only inward keeps an inner edge (an outline meeting the fill) from being
   mistaken for a mix with the background. Colours are compared in :data:`LUMA_WEIGHTED` space, which resists JPEG.
+  A reference must stand clearly off the background (:data:`STRONG_FOREGROUND`), except inside a pale part of the
+  subject, where no such colour is near. Past the outermost ring an alpha that does not ramp up towards 1 inward is
+  shading, not transparency, and becomes 1 (:data:`PLATEAU_RISE`).
 * Colours: unmixed, ``F = B + (I - B) / a``, where ``a`` is large enough for the division to be stable, else the
   reference colour.
 * Outside the band the alpha is the silhouette, hard; wherever the alpha is 0 the colour is that of the nearest
@@ -24,7 +27,7 @@ background is known this step re-estimates the alpha itself near the edge:
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import ndimage
@@ -46,13 +49,25 @@ RELATIVE_COLLINEARITY = 0.15
 
 STRONG_FOREGROUND = 2.0
 """A foreground colour reference must differ from the background by this many tolerances; weaker pixels are mostly
-background plus noise or compression ringing, and would inflate the alpha of pixels compared with them."""
+background plus noise or compression ringing, and would inflate the alpha of pixels compared with them. Past the
+outermost ring of the silhouette (:data:`INNER_DEPTH`), a pixel with no such reference in its window belongs to a
+pale part of the subject, and any reference past the tolerance stands in."""
 
 MIN_UNMIX_ALPHA = 0.25
 """Below this alpha the unmixing division amplifies noise too much: the reference colour is used instead."""
 
 DEAD_ZONE = 0.5
 """Alpha snaps to 0 (to 1) where the pixel is within this many tolerances of the background (of its reference)."""
+
+INNER_DEPTH = 1.4
+INNER_OPAQUE = 0.5
+PLATEAU_RISE = 0.6
+"""A band pixel at least INNER_DEPTH pixels inside the silhouette (past its outermost ring, diagonals included), with
+an alpha of at least INNER_OPAQUE, is opaque when its deeper neighbours close, on average, less than PLATEAU_RISE of
+its gap to alpha 1. A blurred edge ramps up to 1 over a few pixels; a colour that stays between the background and a
+deeper colour without ramping up (a lighter rim, shading that runs to the edge) is shading, not transparency.
+Measured on rendered emoji over white, pixels two pixels inside the flood-fill edge have a true alpha of 0.997 on
+average; the colour estimate alone gave them 0.94."""
 
 MIN_FIT_INLIERS = 0.8
 """Share of the far-outside pixels that must fit a smooth surface to trust it as the background."""
@@ -145,39 +160,120 @@ def _band_alpha(
         Alpha (N) and reference colour (N x 3, RGB) of the pixels at ``ys, xs``; the reference is the pixel's own
         colour where no purer one was found.
     """
-    weighted = image @ LUMA_WEIGHTED.T
-    bg = background.colour[ys, xs] @ LUMA_WEIGHTED.T
+    weighted = np.einsum("...c,dc->...d", image, LUMA_WEIGHTED)  # einsum, not BLAS: see classical._least_squares
+    bg = np.einsum("nc,dc->nd", background.colour[ys, xs], LUMA_WEIGHTED)
     diff = weighted[ys, xs] - bg
     diff2 = np.einsum("ij,ij->i", diff, diff)
     tolerance2 = background.tolerance**2
-    strong2 = (STRONG_FOREGROUND * background.tolerance) ** 2
-    best_v2 = np.where(diff2 > strong2, diff2, 0.0)
-    best_proj = best_v2.copy()
-    ref_y, ref_x = ys + WINDOW, xs + WINDOW
-    # The line test: squared distance of I - B from the line through F - B is diff2 - proj^2 / v2.
-    slack2 = np.maximum(tolerance2, RELATIVE_COLLINEARITY**2 * diff2)
+    # The window is read from flat copies of the padded image and depth: one index shift per offset.
     padded = np.pad(weighted, ((WINDOW, WINDOW), (WINDOW, WINDOW), (0, 0)), mode="edge")
-    padded_depth = np.pad(depth, WINDOW, mode="constant", constant_values=-np.inf)
+    stride = padded.shape[1]
+    flat = padded.reshape(-1, 3)
+    flat_depth = np.pad(depth, WINDOW, mode="constant", constant_values=-np.inf).ravel()
     own_depth = depth[ys, xs]
-    for dy, dx in _offsets():
-        qy, qx = ys + (WINDOW + dy), xs + (WINDOW + dx)
-        v = padded[qy, qx] - bg
-        v2 = np.einsum("ij,ij->i", v, v)
-        proj = np.einsum("ij,ij->i", diff, v)
-        inward = padded_depth[qy, qx]
-        better = (inward >= own_depth) & (inward > 0) & (v2 > np.maximum(best_v2, strong2)) & (proj > 0)
-        better &= diff2 * v2 - proj * proj <= slack2 * v2
-        best_v2 = np.where(better, v2, best_v2)
-        best_proj = np.where(better, proj, best_proj)
-        ref_y = np.where(better, qy, ref_y)
-        ref_x = np.where(better, qx, ref_x)
+    own = (ys + WINDOW) * stride + xs + WINDOW
+    window = _Window(flat, flat_depth, stride, own, own_depth, diff, diff2, bg, tolerance2)
+    best_v2, best_proj, reference = window.purest(np.arange(len(ys)), (STRONG_FOREGROUND * background.tolerance) ** 2)
+    # A pale part of the subject (within STRONG_FOREGROUND tolerances of the background, but not background) has no
+    # strong colour to compare with: inside the silhouette, the purest colour above the tolerance stands in.
+    pale = np.nonzero((best_v2 == 0) & (own_depth >= INNER_DEPTH) & (diff2 > tolerance2))[0]
+    best_v2[pale], best_proj[pale], reference[pale] = window.purest(pale, tolerance2)
     alpha = np.divide(best_proj, best_v2, out=np.zeros_like(best_proj), where=best_v2 > 0)
     # Within the dead zone of either end the difference from pure background or pure foreground is noise-sized.
     length = np.sqrt(best_v2)
     dead = DEAD_ZONE * background.tolerance
     alpha[alpha * length <= dead] = 0.0
     alpha[(best_v2 > 0) & ((1 - alpha) * length <= dead)] = 1.0
-    return np.clip(alpha, 0.0, 1.0), image[ref_y - WINDOW, ref_x - WINDOW]
+    alpha = np.clip(alpha, 0.0, 1.0)
+    inner = np.nonzero((own_depth >= INNER_DEPTH) & (alpha >= INNER_OPAQUE) & (alpha < 1.0))[0]
+    axis = flat[reference[inner]] - bg[inner]
+    plateau = _on_plateau(weighted, depth, ys[inner], xs[inner], alpha[inner], axis / best_v2[inner, None])
+    alpha[inner[plateau]] = 1.0
+    return alpha, image[reference // stride - WINDOW, reference % stride - WINDOW]
+
+
+@dataclass(frozen=True)
+class _Window:
+    """The band pixels and their windows, for the search of a reference colour (see the module docstring).
+
+    Attributes:
+        flat: The padded :data:`LUMA_WEIGHTED` image, flattened to N x 3.
+        flat_depth: The padded signed depth, flattened (``-inf`` in the padding).
+        stride: Row length of the padded image.
+        own: Flat index of each band pixel.
+        own_depth: Signed depth of each band pixel.
+        diff: ``I - B`` of each band pixel.
+        diff2: ``|I - B|^2`` of each band pixel.
+        bg: ``B`` of each band pixel.
+        tolerance2: The background tolerance, squared.
+    """
+
+    flat: np.ndarray
+    flat_depth: np.ndarray
+    stride: int
+    own: np.ndarray
+    own_depth: np.ndarray
+    diff: np.ndarray
+    diff2: np.ndarray
+    bg: np.ndarray
+    tolerance2: float
+
+    def purest(self, subset: np.ndarray, floor2: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For the band pixels ``subset``, the window pixel at least as deep, on the line from B through I, farthest
+        from B and farther than ``sqrt(floor2)``; the pixel itself counts when it is that far.
+
+        Returns:
+            ``|F - B|^2`` (0 where there is no such pixel), ``(I - B).(F - B)`` and the flat index of F.
+        """
+        diff, diff2, bg, own, own_depth = (
+            self.diff[subset],
+            self.diff2[subset],
+            self.bg[subset],
+            self.own[subset],
+            self.own_depth[subset],
+        )
+        best_v2 = np.where(diff2 > floor2, diff2, 0.0)
+        best_proj = best_v2.copy()
+        reference = own.copy()
+        # The line test: squared distance of I - B from the line through F - B is diff2 - proj^2 / v2.
+        slack2 = np.maximum(self.tolerance2, RELATIVE_COLLINEARITY**2 * diff2)
+        for dy, dx in _offsets():
+            neighbour = own + (dy * self.stride + dx)
+            v = np.take(self.flat, neighbour, axis=0) - bg
+            v2 = np.einsum("ij,ij->i", v, v)
+            proj = np.einsum("ij,ij->i", diff, v)
+            inward = np.take(self.flat_depth, neighbour)
+            better = (inward >= own_depth) & (inward > 0) & (v2 > np.maximum(best_v2, floor2)) & (proj > 0)
+            better &= diff2 * v2 - proj * proj <= slack2 * v2
+            best_v2 = np.where(better, v2, best_v2)
+            best_proj = np.where(better, proj, best_proj)
+            reference = np.where(better, neighbour, reference)
+        return best_v2, best_proj, reference
+
+
+def _on_plateau(
+    weighted: np.ndarray, depth: np.ndarray, ys: np.ndarray, xs: np.ndarray, alpha: np.ndarray, gauge: np.ndarray
+) -> np.ndarray:
+    """Whether each pixel's alpha fails to ramp up towards 1 at its deeper 8-neighbours (see :data:`PLATEAU_RISE`).
+
+    Args:
+        weighted: The image in :data:`LUMA_WEIGHTED` space.
+        depth: Signed depth of every pixel.
+        ys, xs: The pixels.
+        alpha: Their alpha.
+        gauge: Per pixel ``(F - B) / |F - B|^2`` for its reference colour F: a colour difference dotted with it is
+            the alpha difference along the pixel's own mixing line.
+    """
+    rise = np.zeros(len(ys))
+    deeper = np.zeros(len(ys))
+    own_depth = depth[ys, xs]
+    height, width = depth.shape
+    for dy, dx in [(dy, dx) for dy in (-1, 0, 1) for dx in (-1, 0, 1) if (dy, dx) != (0, 0)]:
+        qy, qx = np.clip(ys + dy, 0, height - 1), np.clip(xs + dx, 0, width - 1)
+        is_deeper = depth[qy, qx] >= own_depth + 0.5
+        rise += np.where(is_deeper, np.einsum("ij,ij->i", weighted[qy, qx] - weighted[ys, xs], gauge), 0.0)
+        deeper += is_deeper
+    return rise < PLATEAU_RISE * (1.0 - alpha) * deeper
 
 
 def _extend_colours(foreground: np.ndarray, alpha: np.ndarray) -> np.ndarray:

@@ -88,6 +88,14 @@ def cartoon(shift: tuple[float, float] = (0.0, 0.0), lift: float = 0.0) -> Scene
     return Scene(foreground, alpha)
 
 
+def donut() -> Scene:
+    """An outline-free orange ring: the background shows through the hole in its middle."""
+    yy, xx = np.indices((SIZE, SIZE), dtype=np.float64)
+    radius = np.hypot(yy - CENTRE, xx - CENTRE)
+    alpha = _coverage(radius - 90) * (1 - _coverage(radius - 35))
+    return Scene(np.broadcast_to(np.array(ORANGE), (SIZE, SIZE, 3)), alpha)
+
+
 def soft_shaded(softness: float) -> Scene:
     """A shaded face with no outline and edges blurred over ``softness`` pixels, like rendered 3D emoji."""
     yy, xx = np.indices((SIZE, SIZE), dtype=np.float64)
@@ -189,6 +197,28 @@ def test_white_eyes_stay_opaque_and_the_frame_border_is_transparent(scene: Scene
     assert alpha[ring].max() == 0.0
 
 
+@pytest.mark.parametrize(
+    ("kind", "noise", "jpeg"), [("tinted", 0.0, None), ("gradient", 3.0, None), ("tinted", 0.0, 90)]
+)
+def test_hole_through_the_subject_shows_a_coloured_background(kind: str, noise: float, jpeg: int | None) -> None:
+    scene = donut()  # art rarely paints in a tinted background's exact colour: the enclosed area is a hole
+
+    alpha = build_pipeline("classical").run(render(scene, kind, noise=noise, jpeg=jpeg)).alpha
+
+    assert alpha[round(CENTRE) - 25 : round(CENTRE) + 26, round(CENTRE)].max() == 0.0
+    if jpeg is None:
+        assert metrics.sad(alpha, scene.alpha) <= 0.03
+
+
+def test_hole_over_white_stays_opaque() -> None:
+    """Over white the enclosed white could as well be paint (a white eye): the classical engine keeps it."""
+    scene = donut()
+
+    alpha = build_pipeline("classical").run(render(scene, "white")).alpha
+
+    assert alpha[round(CENTRE) - 25 : round(CENTRE) + 26, round(CENTRE)].min() == 1.0
+
+
 def test_thin_line_and_pale_details_are_kept(scene: Scene) -> None:
     alpha = build_pipeline("classical").run(render(scene, "white")).alpha
     (y0, x0), (y1, x1) = ANTENNA
@@ -197,6 +227,19 @@ def test_thin_line_and_pale_details_are_kept(scene: Scene) -> None:
     for y, x in along:  # no pixel of a 1 px line is fully covered: the alpha comes out a little high, not lost
         assert alpha[y, x - 2 : x + 3].sum() == pytest.approx(scene.alpha[y, x - 2 : x + 3].sum(), abs=0.25)
     assert alpha[40, 212] == 1.0  # the pale yellow sparkle on white
+
+
+def test_pale_subject_keeps_an_opaque_edge() -> None:
+    """A light grey disc over white: its colour is past the background tolerance but not by two tolerances, so no
+    strong colour is near its edge to measure the edge alpha against; past the outermost ring it stays opaque."""
+    yy, xx = np.indices((SIZE, SIZE), dtype=np.float64)
+    scene = Scene(np.full((SIZE, SIZE, 3), 0.95), _coverage(np.hypot(yy - CENTRE, xx - CENTRE) - 60))
+
+    alpha = build_pipeline("classical").run(render(scene, "white")).alpha
+
+    row, left = round(CENTRE), round(CENTRE) - 60
+    assert alpha[row, left + 2 : left + 61].min() == 1.0
+    assert metrics.pixel_accuracy(alpha, scene.alpha) >= 0.99
 
 
 def test_animation_does_not_flicker() -> None:

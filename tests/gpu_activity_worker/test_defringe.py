@@ -64,6 +64,22 @@ def test_too_wide_alpha_loses_its_halo(kind: str, grow: int) -> None:
     assert metrics.pixel_accuracy(refined, alpha) >= 0.999
 
 
+def test_lighter_rim_is_shading_not_transparency() -> None:
+    """A fill that lightens towards its edge (a rim light), over white: the light rim mixes the fill colour towards
+    the background colour, but it does not ramp up to opaque inward the way a blurred edge does, so it stays opaque."""
+    yy, xx = np.indices((SIZE, SIZE), dtype=np.float64)
+    radius = np.hypot(yy - 64, xx - 64)
+    rim = np.clip((radius - 28) / 12, 0.0, 1.0)[..., None]
+    foreground = FILL * (1 - 0.6 * rim) + 0.6 * rim
+    alpha = _disc(40)
+
+    refined, colours = defringe(_image(foreground, alpha, "white"), _too_wide(alpha, 2), None)
+
+    assert refined[(alpha == 1.0) & (radius <= 38)].min() == 1.0
+    assert metrics.sad(refined, alpha) <= 0.04
+    assert metrics.halo_score(np.dstack([colours, refined]), np.dstack([foreground, alpha])) <= 6.0
+
+
 def test_white_eye_on_white_background_stays_opaque() -> None:
     foreground, alpha = _subject()
 

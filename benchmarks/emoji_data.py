@@ -1,0 +1,274 @@
+"""Real emoji art with true alpha, from npm packages, for the matting benchmark.
+
+Two pinned packages give the ground truth:
+
+* ``openmoji`` 17.0.0 (CC BY-SA 4.0): flat line art with dark outlines. The package ships SVGs only, so each one is
+  rendered with the system's librsvg (through ctypes: no extra Python package) at 618x618, the size of OpenMoji's
+  own PNG exports, then resized to 256x256 in premultiplied space and stored as straight 8-bit RGBA.
+* ``@lobehub/fluent-emoji-anim-2`` 1.0.0 (MIT; Microsoft's Fluent Emoji, animated): shaded 3D-style art, animated
+  WebP at 256x256 with many frames.
+
+Tarballs come from the npm client (``npm pack``) and are checked against the pinned sha512 before anything is
+extracted. Everything lands in ``benchmarks/.cache/`` (git-ignored): the small openmoji tarball is kept, the large
+Fluent one is deleted once its sampled files are out. The samples are fixed by a seed, so every run and machine
+scores the same frames.
+"""
+
+from __future__ import annotations
+
+import base64
+import ctypes
+import hashlib
+import io
+import json
+import subprocess
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+CACHE = Path(__file__).resolve().parent / ".cache"
+SIZE = 256
+"""Side of every benchmark frame."""
+
+RENDER_SIZE = 618
+"""OpenMoji SVGs are rendered at the size of the project's own PNG exports, then resized to :data:`SIZE`."""
+
+SEED = 20250101
+
+
+@dataclass(frozen=True)
+class NpmPackage:
+    """A pinned npm package and the sha512 integrity of its tarball (npm's ``dist.integrity``)."""
+
+    name: str
+    version: str
+    integrity: str
+    keep_tarball: bool
+
+    @property
+    def spec(self) -> str:
+        return f"{self.name}@{self.version}"
+
+    @property
+    def folder(self) -> Path:
+        """Cache folder of the files extracted from this package."""
+        return CACHE / f"{self.name.rpartition('/')[2]}-{self.version}"
+
+
+OPENMOJI = NpmPackage(
+    "openmoji",
+    "17.0.0",
+    "sha512-EBnYrNGdcdw+OSXmENeNE1yBNRu6tOraTmoOyUbJkTmvT/+XETp8RZLSJFzD3lrPc5N9CzsyPnRTk0Vp4UaI9w==",
+    keep_tarball=True,
+)
+FLUENT_ANIM = NpmPackage(
+    "@lobehub/fluent-emoji-anim-2",
+    "1.0.0",
+    "sha512-S6yzf0RZXrQbXdxCWuHA9BAoLdBRk2flX+ne4TPGEH/qApwisCAKHoAAGjKSlTY3OVeZ9b7t/NEbmpjawnQYJA==",
+    keep_tarball=False,
+)
+
+
+@dataclass(frozen=True)
+class Clip:
+    """One emoji: a single still or consecutive animation frames, straight uint8 RGBA HxWx4 each."""
+
+    name: str
+    frames: list[np.ndarray]
+
+    @property
+    def animated(self) -> bool:
+        return len(self.frames) > 1
+
+
+def _sha512_integrity(path: Path) -> str:
+    digest = hashlib.sha512()
+    with path.open("rb") as file:
+        for chunk in iter(lambda: file.read(1 << 20), b""):
+            digest.update(chunk)
+    return "sha512-" + base64.b64encode(digest.digest()).decode()
+
+
+def tarball(package: NpmPackage) -> Path:
+    """The package's tarball in the cache, downloaded with ``npm pack`` if needed and checked against its sha512.
+
+    Raises:
+        RuntimeError: npm failed, or the tarball's sha512 is not the pinned one (the file is then deleted).
+    """
+    downloads = CACHE / "npm"
+    downloads.mkdir(parents=True, exist_ok=True)
+    path = downloads / f"{package.name.lstrip('@').replace('/', '-')}-{package.version}.tgz"
+    if not path.exists():
+        print(f"downloading {package.spec} with npm pack ...", flush=True)
+        done = subprocess.run(
+            ["npm", "pack", package.spec, "--pack-destination", str(downloads), "--json", "--silent"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"npm pack {package.spec} failed: {done.stderr.strip() or done.stdout.strip()}")
+        path = downloads / json.loads(done.stdout)[0]["filename"]
+    if _sha512_integrity(path) != package.integrity:
+        path.unlink()
+        raise RuntimeError(f"{package.spec}: the tarball's sha512 is not the pinned {package.integrity}")
+    return path
+
+
+def _extract(package: NpmPackage, members: list[str]) -> None:
+    """Copy the ``members`` (paths inside the tarball) missing from the package's cache folder, by their base name."""
+    package.folder.mkdir(parents=True, exist_ok=True)
+    missing = {member for member in members if not (package.folder / Path(member).name).exists()}
+    if not missing:
+        return
+    path = tarball(package)
+    with tarfile.open(path) as archive:
+        for member in archive:
+            if member.name in missing:
+                source = archive.extractfile(member)
+                if source is None:
+                    raise RuntimeError(f"{package.spec}: {member.name} is not a regular file")
+                (package.folder / Path(member.name).name).write_bytes(source.read())
+                missing.discard(member.name)
+    if missing:
+        raise RuntimeError(f"{package.spec} has no {', '.join(sorted(missing))}")
+    if not package.keep_tarball:
+        path.unlink()
+
+
+def _member_names(package: NpmPackage, prefix: str, suffix: str) -> list[str]:
+    """Sorted tarball paths under ``prefix`` ending in ``suffix``; the listing is cached beside the extracted files."""
+    listing = package.folder / "members.json"
+    if not listing.exists():
+        package.folder.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(tarball(package)) as archive:
+            listing.write_text(json.dumps(sorted(archive.getnames())))
+    names: list[str] = json.loads(listing.read_text())
+    return [name for name in names if name.startswith(prefix) and name.endswith(suffix)]
+
+
+def _sample(names: list[str], count: int, seed: int) -> list[str]:
+    picks = np.random.default_rng(seed).choice(len(names), size=min(count, len(names)), replace=False)
+    return [names[i] for i in sorted(picks)]
+
+
+class _Rectangle(ctypes.Structure):
+    _fields_ = [(field, ctypes.c_double) for field in ("x", "y", "width", "height")]
+
+
+def render_svg(svg: bytes, size: int) -> np.ndarray:
+    """Render an SVG over transparency with librsvg and cairo (system libraries, through ctypes).
+
+    Returns:
+        Premultiplied RGBA, float64 in [0, 1], ``size`` x ``size`` x 4.
+
+    Raises:
+        RuntimeError: librsvg could not parse or render the SVG.
+    """
+    rsvg = ctypes.CDLL("librsvg-2.so.2")
+    cairo = ctypes.CDLL("libcairo.so.2")
+    gobject = ctypes.CDLL("libgobject-2.0.so.0")
+    rsvg.rsvg_handle_new_from_data.restype = ctypes.c_void_p
+    rsvg.rsvg_handle_new_from_data.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p]
+    rsvg.rsvg_handle_render_document.restype = ctypes.c_int
+    rsvg.rsvg_handle_render_document.argtypes = [ctypes.c_void_p] * 2 + [ctypes.POINTER(_Rectangle), ctypes.c_void_p]
+    cairo.cairo_image_surface_create.restype = ctypes.c_void_p
+    cairo.cairo_image_surface_create.argtypes = [ctypes.c_int] * 3
+    cairo.cairo_create.restype = ctypes.c_void_p
+    cairo.cairo_image_surface_get_data.restype = ctypes.c_void_p
+    for function in ("cairo_create", "cairo_surface_flush", "cairo_image_surface_get_data", "cairo_destroy"):
+        getattr(cairo, function).argtypes = [ctypes.c_void_p]
+    cairo.cairo_image_surface_get_stride.argtypes = [ctypes.c_void_p]
+    cairo.cairo_surface_destroy.argtypes = [ctypes.c_void_p]
+    gobject.g_object_unref.argtypes = [ctypes.c_void_p]
+
+    handle = rsvg.rsvg_handle_new_from_data(svg, len(svg), None)
+    if not handle:
+        raise RuntimeError("librsvg could not parse the SVG")
+    surface = cairo.cairo_image_surface_create(0, size, size)  # CAIRO_FORMAT_ARGB32: premultiplied, native order
+    context = cairo.cairo_create(surface)
+    try:
+        if not rsvg.rsvg_handle_render_document(handle, context, ctypes.byref(_Rectangle(0, 0, size, size)), None):
+            raise RuntimeError("librsvg could not render the SVG")
+        cairo.cairo_surface_flush(surface)
+        stride = cairo.cairo_image_surface_get_stride(surface)
+        raw = ctypes.string_at(cairo.cairo_image_surface_get_data(surface), size * stride)
+    finally:
+        cairo.cairo_destroy(context)
+        cairo.cairo_surface_destroy(surface)
+        gobject.g_object_unref(handle)
+    bgra = np.frombuffer(raw, np.uint8).reshape(size, stride)[:, : size * 4].reshape(size, size, 4)
+    return bgra[..., [2, 1, 0, 3]].astype(np.float64) / 255  # little-endian ARGB32 is B, G, R, A in memory
+
+
+def resize_premultiplied(premultiplied: np.ndarray, size: int) -> np.ndarray:
+    """Resize premultiplied RGBA (float in [0, 1]) with Lanczos and return straight uint8 RGBA.
+
+    Resampling premultiplied colour keeps the colour of transparent pixels out of the edge.
+    """
+    channels = [
+        np.asarray(
+            Image.fromarray(premultiplied[..., c].astype(np.float32), mode="F").resize(
+                (size, size), Image.Resampling.LANCZOS
+            )
+        )
+        for c in range(4)
+    ]
+    resized = np.clip(np.stack(channels, axis=2), 0.0, 1.0)
+    alpha = resized[..., 3:]
+    straight = np.divide(resized[..., :3], alpha, out=np.zeros_like(resized[..., :3]), where=alpha > 0)
+    return np.rint(np.dstack([np.clip(straight, 0.0, 1.0), alpha]) * 255).astype(np.uint8)
+
+
+def openmoji_stills(count: int = 40, seed: int = SEED) -> list[Clip]:
+    """A fixed, seeded sample of OpenMoji colour emoji, rendered and resized to 256x256 (cached as PNG)."""
+    members = _sample(_member_names(OPENMOJI, "package/color/svg/", ".svg"), count, seed)
+    pngs = [OPENMOJI.folder / f"{Path(member).stem}.png" for member in members]
+    missing = [member for member, png in zip(members, pngs, strict=True) if not png.exists()]
+    _extract(OPENMOJI, missing)
+    for member in missing:
+        svg = OPENMOJI.folder / Path(member).name
+        Image.fromarray(resize_premultiplied(render_svg(svg.read_bytes(), RENDER_SIZE), SIZE)).save(
+            OPENMOJI.folder / f"{svg.stem}.png"
+        )
+        svg.unlink()
+    return [Clip(f"openmoji {png.stem}", [np.asarray(Image.open(png).convert("RGBA"))]) for png in pngs]
+
+
+def _frame_counts(package: NpmPackage, prefix: str) -> dict[str, int]:
+    """Frames in each WebP under ``prefix`` in the tarball (about a third of the Fluent files are stills); cached."""
+    index = package.folder / "frame-counts.json"
+    if not index.exists():
+        package.folder.mkdir(parents=True, exist_ok=True)
+        found: dict[str, int] = {}
+        with tarfile.open(tarball(package)) as archive:
+            for member in archive:
+                source = archive.extractfile(member) if member.name.startswith(prefix) else None
+                if source is not None and member.name.endswith(".webp"):
+                    with Image.open(io.BytesIO(source.read())) as image:
+                        found[member.name] = getattr(image, "n_frames", 1)
+        index.write_text(json.dumps(found, indent=0, sort_keys=True))
+    counts: dict[str, int] = json.loads(index.read_text())
+    return counts
+
+
+def fluent_animations(count: int = 6, frames: int = 24, seed: int = SEED) -> list[Clip]:
+    """A fixed, seeded sample of Fluent animated emoji: the first ``frames`` consecutive frames of each."""
+    counts = _frame_counts(FLUENT_ANIM, "package/assets/")
+    members = _sample(sorted(name for name, n in counts.items() if n >= frames), count, seed)
+    _extract(FLUENT_ANIM, members)
+    clips = []
+    for member in members:
+        with Image.open(FLUENT_ANIM.folder / Path(member).name) as animation:
+            decoded = []
+            for index in range(min(frames, getattr(animation, "n_frames", 1))):
+                animation.seek(index)
+                frame = animation.convert("RGBA")
+                if frame.size != (SIZE, SIZE):
+                    frame = frame.resize((SIZE, SIZE), Image.Resampling.LANCZOS)
+                decoded.append(np.asarray(frame))
+        clips.append(Clip(f"fluent {Path(member).stem}", decoded))
+    return clips
