@@ -97,7 +97,9 @@ register_step(
         "defringe",
         StepRole.REFINER,
         "gpu_activity_worker.engines.defringe",
-        summary="re-estimate alpha at the edge against the background, then unmix the background out of the colours",
+        variants=frozenset({"colour"}),
+        summary="re-estimate alpha at the edge against the background, then unmix the background out of the colours "
+        "(defringe:colour keeps the alpha and only unmixes, e.g. after vitmatte)",
     )
 )
 register_step(

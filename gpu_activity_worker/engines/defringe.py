@@ -319,20 +319,49 @@ def defringe(image: np.ndarray, alpha: np.ndarray, background: Background | None
     return refined, _extend_colours(foreground, refined)
 
 
-class DefringeStep:
-    """Refiner: clean edge alpha and halo-free colours (see the module docstring)."""
+def unmix_colours(image: np.ndarray, alpha: np.ndarray, background: Background | None) -> np.ndarray:
+    """Halo-free colours for an alpha that is kept as it is (after an edge refiner such as ViTMatte).
 
+    Unmixes ``F = B + (I - B) / a`` against the known (or fitted) background where ``a`` is large enough for the
+    division to be stable, uses blur-fusion estimates where it is not or where no smooth background is found, and
+    gives invisible pixels the nearest visible colour.
+
+    Returns:
+        float32 HxWx3 straight foreground colour.
+    """
+    if background is None:
+        background = _background_from_alpha(image, _signed_depth(alpha >= 0.5))
+    estimate = blur_fusion_foreground(image, alpha)
+    if background is not None:
+        a = alpha[..., None]
+        unmixed = np.clip(background.colour + (image - background.colour) / np.maximum(a, MIN_UNMIX_ALPHA), 0.0, 1.0)
+        estimate = np.where(a >= MIN_UNMIX_ALPHA, unmixed, estimate).astype(np.float32)
+    return _extend_colours(estimate, alpha)
+
+
+@dataclass(frozen=True)
+class DefringeStep:
+    """Refiner: clean edge alpha and halo-free colours (see the module docstring).
+
+    Attributes:
+        keep_alpha: The ``colour`` variant: leave the alpha as the previous step made it and only unmix the colours,
+            for pipelines whose previous step already estimated a fine alpha (``vitmatte``).
+    """
+
+    keep_alpha: bool = False
     device = "cpu"
     precision = "fp32"
 
     def apply(self, state: MatteState) -> MatteState:
-        """Refine ``alpha`` and set ``foreground``."""
+        """Refine ``alpha`` (unless ``keep_alpha``) and set ``foreground``."""
         if state.alpha is None:
             raise ValueError("defringe needs an alpha from a coarse step before it")
+        if self.keep_alpha:
+            return replace(state, foreground=unmix_colours(state.image, state.alpha, state.background))
         alpha, foreground = defringe(state.image, state.alpha, state.background)
         return replace(state, alpha=alpha, foreground=foreground)
 
 
 def create_step(variant: str | None, context: StepContext) -> DefringeStep:
-    """The step factory: defringe has no variants and no weights, so it ignores both arguments."""
-    return DefringeStep()
+    """The step factory: no weights; the ``colour`` variant keeps the incoming alpha."""
+    return DefringeStep(keep_alpha=variant == "colour")

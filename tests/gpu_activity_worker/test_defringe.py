@@ -7,8 +7,8 @@ import pytest
 from scipy import ndimage
 
 from gpu_activity_worker import metrics
-from gpu_activity_worker.engines.base import MatteState
-from gpu_activity_worker.engines.defringe import DefringeStep, blur_fusion_foreground, defringe
+from gpu_activity_worker.engines.base import MatteState, StepContext
+from gpu_activity_worker.engines.defringe import DefringeStep, blur_fusion_foreground, create_step, defringe
 
 SIZE = 128
 OUTLINE = np.array([0.2, 0.1, 0.3])
@@ -134,3 +134,20 @@ def test_empty_alpha_stays_empty() -> None:
 def test_step_needs_a_coarse_alpha() -> None:
     with pytest.raises(ValueError, match="coarse step"):
         DefringeStep().apply(MatteState(image=np.ones((8, 8, 3), dtype=np.float32)))
+
+
+@pytest.mark.parametrize("kind", ["white", "gradient"])
+def test_colour_variant_keeps_a_fine_alpha_and_removes_the_halo(kind: str) -> None:
+    """After an edge refiner (vitmatte) the alpha is already right: defringe:colour only unmixes the colours."""
+    foreground, alpha = _subject()
+    soft = ndimage.gaussian_filter(alpha, 1.5).astype(np.float32)  # a fine, soft edge the refiner estimated
+    image = _image(foreground, soft, kind)
+    truth = np.dstack([foreground, soft])
+
+    state = create_step("colour", StepContext()).apply(MatteState(image=image, alpha=soft))
+
+    assert state.alpha is soft, "the alpha is kept as the previous step made it"
+    assert state.foreground is not None
+    halo_before = metrics.halo_score(np.dstack([image, soft]), truth)
+    halo_after = metrics.halo_score(np.dstack([state.foreground, soft]), truth)
+    assert halo_after < halo_before / 4

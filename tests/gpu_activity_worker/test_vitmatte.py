@@ -261,3 +261,13 @@ def test_floodfill_vitmatte_defringe_pipeline(model_dir: Path) -> None:
     assert result.rgba.shape == (96, 96, 4) and result.rgba.dtype == np.uint8
     assert result.rgba[48, 48, 3] == 255 and result.rgba[0, 0, 3] == 0
     assert (result.device, result.precision) == ("cpu", "fp32")
+
+
+def test_defringe_colour_keeps_the_refined_alpha(model_dir: Path) -> None:
+    """`defringe` would re-estimate (and so discard) ViTMatte's edge alpha; `defringe:colour` only unmixes colours."""
+    rgb = np.full((96, 96, 3), 255, dtype=np.uint8)
+    rgb[_disc((96, 96), 30) >= 0.5] = (200, 60, 40)
+    context = StepContext(device="cpu", model_dir=model_dir)
+    refined = build_pipeline("floodfill+vitmatte", context).run(rgb)
+    unmixed = build_pipeline("floodfill+vitmatte+defringe:colour", context).run(rgb)
+    np.testing.assert_array_equal(unmixed.alpha, refined.alpha)
