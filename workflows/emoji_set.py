@@ -86,6 +86,9 @@ CHECK_RETRY = RetryPolicy(
     non_retryable_error_types=["UnknownPipeline", "UnknownGenerator", "WeightsMissing", "InvalidRequest"],
 )
 
+PROGRESS_STEPS = 20
+"""How many times the EmojiSetFramesDone search attribute is updated while the frames get done."""
+
 TERMINAL_PHASES = (Phase.ASSEMBLING, Phase.COMPLETED, Phase.CANCELLED, Phase.EXPIRED)
 
 
@@ -490,10 +493,11 @@ class EmojiSetWorkflow:
         self._publish()
 
     def _publish(self) -> None:
-        """Show progress in the Web UI: current details always, search attributes only when they change."""
+        """Show progress in the Web UI: current details always; search attributes when the phase changes and at
+        every twentieth of the frames, since each upsert is a history event and a visibility write."""
         state = self._state
         workflow.set_current_details(progress.details_markdown(state))
-        snapshot = (state.phase.value, state.frames_done())
+        snapshot = (state.phase.value, state.frames_done() * PROGRESS_STEPS // state.frames_total())
         if snapshot == self._published:
             return
         self._published = snapshot
