@@ -23,13 +23,11 @@ import math
 import statistics
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import boto3
-from moto.server import ThreadedMotoServer
 from pydantic import SecretStr
 from temporalio.client import Client
 
@@ -40,13 +38,9 @@ from benchmarks.dispatch import CANDIDATES, FRAMES, _run_set
 from gpu_activity_worker.dispatcher import build_dispatcher_worker
 from starter.devstack import start_throwaway_server
 from tests.gpu_activity_worker.runpod_standin import EndpointConfig, RunPodStandIn
+from tests.s3_server import S3_KEYS, s3_server
 
 JOBS = FRAMES * CANDIDATES
-S3_KEYS = {
-    "POPCON_S3_ACCESS_KEY_ID": "bench",
-    "POPCON_S3_SECRET_ACCESS_KEY": "bench-s",
-    "POPCON_S3_REGION": "us-east-1",
-}
 HANDLER_COMMAND = (
     sys.executable,
     "-c",
@@ -75,26 +69,6 @@ class Bench:
     latency_ms: int
     cold_start_s: float
     log_dir: Path
-
-
-@contextmanager
-def s3_server() -> Iterator[dict[str, str]]:
-    """An S3-compatible server on loopback with a bucket; the POPCON_* variables that point at it."""
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        aws_access_key_id=S3_KEYS["POPCON_S3_ACCESS_KEY_ID"],
-        aws_secret_access_key=S3_KEYS["POPCON_S3_SECRET_ACCESS_KEY"],
-        region_name=S3_KEYS["POPCON_S3_REGION"],
-    ).create_bucket(Bucket="bench")
-    try:
-        yield {**S3_KEYS, "POPCON_ARTIFACT_ROOT": "s3://bench/sets", "POPCON_S3_ENDPOINT_URL": endpoint}
-    finally:
-        server.stop()
 
 
 @asynccontextmanager
@@ -209,7 +183,7 @@ def print_table(runs: list[Run], latency_s: float) -> None:
 
 async def main(latency_s: float, poll_s: float, cold_start_s: float, worker_counts: list[int]) -> None:
     latency_ms = round(latency_s * 1000)
-    with s3_server() as s3_env, tempfile.TemporaryDirectory() as tmp:
+    with s3_server("bench") as s3_env, tempfile.TemporaryDirectory() as tmp:
         env = await start_throwaway_server()
         settings = Settings(
             _env_file=None,

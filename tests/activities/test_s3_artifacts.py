@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import boto3
 import pytest
-from moto.server import ThreadedMotoServer
+from s3_server import s3_server
 
 from activities.artifacts import ArtifactError, open_store
 from activities.s3_artifacts import S3ArtifactStore
@@ -15,15 +14,8 @@ from activities.settings import Settings
 
 @pytest.fixture(scope="module")
 def s3_endpoint() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    boto3.client(
-        "s3", endpoint_url=endpoint, aws_access_key_id="popcon", aws_secret_access_key="x", region_name="us-east-1"
-    ).create_bucket(Bucket="emoji")
-    yield endpoint
-    server.stop()
+    with s3_server("emoji") as env:
+        yield env["POPCON_S3_ENDPOINT_URL"]
 
 
 def store_for(endpoint: str, root: str = "s3://emoji/sets-root") -> S3ArtifactStore:

@@ -13,11 +13,10 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import boto3
 import pytest
 from google.protobuf.duration_pb2 import Duration
-from moto.server import ThreadedMotoServer
 from pydantic import SecretStr
+from s3_server import S3_KEYS, s3_server
 from stack import wait_for_phase
 from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client
@@ -47,29 +46,13 @@ from workflows.contract import CandidateStatus, EmojiSetInput, MatteFrameInput, 
 WORKERS = 3
 SET = {"poses": ["wave"], "frames_per_emoji": 3, "candidates_per_frame": 2, "image_size": 64}
 CANDIDATES = 6
-S3 = {
-    "POPCON_S3_ACCESS_KEY_ID": "popcon",
-    "POPCON_S3_SECRET_ACCESS_KEY": "popcon-secret",
-    "POPCON_S3_REGION": "us-east-1",
-}
 
 
 @pytest.fixture(scope="module")
 def s3_env() -> Iterator[dict[str, str]]:
     """An S3-compatible server on loopback with a bucket; the POPCON_* variables that point at it."""
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        aws_access_key_id=S3["POPCON_S3_ACCESS_KEY_ID"],
-        aws_secret_access_key=S3["POPCON_S3_SECRET_ACCESS_KEY"],
-        region_name=S3["POPCON_S3_REGION"],
-    ).create_bucket(Bucket="emoji")
-    yield {**S3, "POPCON_ARTIFACT_ROOT": "s3://emoji/e2e", "POPCON_S3_ENDPOINT_URL": endpoint}
-    server.stop()
+    with s3_server("emoji", "e2e") as env:
+        yield env
 
 
 @pytest.fixture(scope="module")
@@ -119,9 +102,9 @@ async def runpod_stack(
         data_dir=tmp_path_factory.mktemp("runpod-data"),
         artifact_root=s3_env["POPCON_ARTIFACT_ROOT"],
         s3_endpoint_url=s3_env["POPCON_S3_ENDPOINT_URL"],
-        s3_access_key_id=S3["POPCON_S3_ACCESS_KEY_ID"],
-        s3_secret_access_key=SecretStr(S3["POPCON_S3_SECRET_ACCESS_KEY"]),
-        s3_region=S3["POPCON_S3_REGION"],
+        s3_access_key_id=S3_KEYS["POPCON_S3_ACCESS_KEY_ID"],
+        s3_secret_access_key=SecretStr(S3_KEYS["POPCON_S3_SECRET_ACCESS_KEY"]),
+        s3_region=S3_KEYS["POPCON_S3_REGION"],
         runpod_endpoint_id=endpoint.config.endpoint_id,
         runpod_api_key=SecretStr(endpoint.config.api_key),
         runpod_base_url=endpoint.base_url,

@@ -19,9 +19,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from moto.server import ThreadedMotoServer
+from s3_server import s3_server
 from typer.testing import CliRunner
 
 from activities.artifacts import open_store
@@ -169,15 +168,8 @@ def _http_handler(fake: FakeRunPod) -> type[BaseHTTPRequestHandler]:
 
 @pytest.fixture(scope="module")
 def s3_endpoint() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    boto3.client(
-        "s3", endpoint_url=endpoint, aws_access_key_id="popcon", aws_secret_access_key="x", region_name="us-east-1"
-    ).create_bucket(Bucket=BUCKET)
-    yield endpoint
-    server.stop()
+    with s3_server(BUCKET) as env:
+        yield env["POPCON_S3_ENDPOINT_URL"]
 
 
 @pytest.fixture
