@@ -177,7 +177,7 @@ async def _gpu_worker_process(address: str, capacity: int, artifact_root: str, f
         await drain
 
 
-async def _run_set(client: Client, latency_ms: int) -> tuple[float, float, int]:
+async def run_set(client: Client, latency_ms: int) -> tuple[float, float, int]:
     """One set; returns (matting makespan, set time to the last matting done, peak matting in flight)."""
     sets = EmojiSetClient(client)
     set_id = f"bench-{uuid.uuid4().hex[:8]}"
@@ -210,8 +210,8 @@ async def _measure(
 ) -> Run:
     """One GPU worker process of capacity C: a short warm-up set (threads, first calls), then the measured set."""
     async with _gpu_worker_process(address, capacity, artifact_root, floor):
-        await _run_set(client, 10)
-        return Run(capacity, floor, *await _run_set(client, latency_ms))
+        await run_set(client, 10)
+        return Run(capacity, floor, *await run_set(client, latency_ms))
 
 
 async def main(latency_s: float, capacities: list[int], floor: bool) -> None:

@@ -34,7 +34,7 @@ from temporalio.client import Client
 from activities.artifacts import open_store
 from activities.settings import Settings
 from activities.worker import build_worker
-from benchmarks.dispatch import CANDIDATES, FRAMES, _run_set
+from benchmarks.dispatch import CANDIDATES, FRAMES, run_set
 from gpu_activity_worker.dispatcher import build_dispatcher_worker
 from starter.devstack import start_throwaway_server
 from tests.gpu_activity_worker.runpod_standin import EndpointConfig, RunPodStandIn
@@ -114,7 +114,7 @@ def _ready_workers(endpoint: RunPodStandIn) -> int:
 async def measured_set(bench: Bench, endpoint: RunPodStandIn, label: str, latency_ms: int) -> Run:
     """One set; its makespan and the RunPod timings of its jobs."""
     before = len(endpoint.jobs)
-    makespan, _, peak = await _run_set(bench.client, latency_ms)
+    makespan, _, peak = await run_set(bench.client, latency_ms)
     jobs = endpoint.submitted()[before:]
     delays = [job.report()["delayTime"] for job in jobs]
     executions = [job.report()["executionTime"] for job in jobs]
