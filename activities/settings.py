@@ -37,7 +37,10 @@ class Settings(BaseSettings):
 
     # Workers
     orchestration_activity_concurrency: int = Field(default=8, ge=1)
-    gpu_concurrency: int = Field(default=3, ge=1, description="Matting activities one GPU worker runs at once.")
+    gpu_concurrency: int = Field(default=3, ge=1, description="Frames one GPU worker mattes at once.")
+    gpu_prefetch: int | None = Field(
+        default=None, ge=0, description="Frames a GPU worker takes ahead while its GPU is full; None = gpu_concurrency."
+    )
     matting_device: Literal["auto", "cpu", "cuda"] = Field(default="auto", description="auto = CUDA when present.")
     matting_max_batch: int = Field(default=1, ge=1, le=64, description="Micro-batch size on the GPU; 1 = off.")
     matting_batch_wait_ms: float = Field(default=5.0, ge=0, le=1000, description="Longest wait to fill a batch.")
@@ -86,6 +89,9 @@ class Settings(BaseSettings):
     dashscope_model: str = "wan2.2-t2i-flash"
     dashscope_poll_interval_s: float = Field(default=2.0, gt=0)
     dashscope_timeout_s: float = Field(default=300.0, gt=0)
+
+    def gpu_prefetch_frames(self) -> int:
+        return self.gpu_concurrency if self.gpu_prefetch is None else self.gpu_prefetch
 
     def artifact_root_uri(self) -> str:
         return self.artifact_root or (self.data_dir / "artifacts").resolve().as_uri()

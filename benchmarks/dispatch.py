@@ -2,12 +2,16 @@
 
 One 12-frame set with 2 candidates per frame (24 matting activities) runs on the real dev server and real workers; the
 GPU engine is a stand-in that sleeps a fixed latency L per frame, on a GPU worker of capacity C running in its own
-process, as it does on a GPU box. For each C the
-benchmark prints the matting makespan (first matting activity scheduled -> last one completed, from the server's
-own event times), the ideal ``ceil(24 / C) * L``, the serial time ``24 * L``, the speed-up over serial and the
-efficiency ``ideal / makespan``. All figures come from one run.
+process, as it does on a GPU box. For each C, side by side: the GPU worker as configured by default (prefetch C:
+frames taken ahead while the GPU is full, see gpu_activity_worker/slots.py) and without prefetch; with ``--floor``
+also a matting activity that only sleeps (no image work, no threads: what the SDK and the server alone cost).
 
-    python -m benchmarks.dispatch [--latency 0.5] [--capacity 1 3 6 12]
+Each row is the median of ``--repeat`` sets (this machine is shared and noisy; the range is printed too) of the
+matting makespan (first matting activity scheduled -> last one completed, from the server's own event times), with
+the ideal ``ceil(24 / C) * L``, the serial time ``24 * L``, the speed-up over serial and the efficiency
+``ideal / makespan``. All figures come from one run.
+
+    python -m benchmarks.dispatch [--latency 0.5] [--capacity 1 3 6 12] [--repeat 3] [--floor]
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import argparse
 import asyncio
 import contextlib
 import math
+import statistics
 import sys
 import tempfile
 import time
@@ -27,6 +32,9 @@ from pathlib import Path
 
 import numpy as np
 from temporalio import activity
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
@@ -69,13 +77,34 @@ register_step(StepSpec("sleep", StepRole.COARSE, _create_sleep_step, variants=No
 
 
 @dataclass(frozen=True)
-class Run:
+class WorkerConfig:
+    """The GPU worker of one row: its capacity C, its prefetch, or the sleep-only floor."""
+
     capacity: int
-    floor: bool
+    prefetch: int
+    floor: bool = False
+
+    @property
+    def label(self) -> str:
+        return "sleep-only" if self.floor else f"prefetch {self.prefetch}"
+
+
+@dataclass(frozen=True)
+class SetTimes:
     makespan_s: float
     set_s: float
     """Workflow start to the last matting activity done: generation, checks and matting."""
     peak_in_flight: int
+
+
+@dataclass(frozen=True)
+class Row:
+    config: WorkerConfig
+    sets: list[SetTimes]
+
+    @property
+    def makespan_s(self) -> float:
+        return statistics.median(times.makespan_s for times in self.sets)
 
 
 def _matting_spans(history: WorkflowHistory) -> list[tuple[datetime, datetime, datetime]]:
@@ -116,20 +145,26 @@ async def _sleep_only_matte(request: MatteFrameInput) -> MatteFrameOutput:
     )
 
 
-async def _serve_gpu(address: str, artifact_root: str, capacity: int, floor: bool) -> None:
-    """The GPU worker process: capacity ``capacity``, serving the stand-in engine (or the sleep-only floor)."""
+async def _serve_gpu(address: str, artifact_root: str, config: WorkerConfig) -> None:
+    """The GPU worker process: the real GPU worker serving the stand-in engine, or the sleep-only floor."""
     configure_logging("INFO")
-    settings = Settings(_env_file=None, temporal_address=address, artifact_root=artifact_root, gpu_concurrency=capacity)
+    settings = Settings(
+        _env_file=None,
+        temporal_address=address,
+        artifact_root=artifact_root,
+        gpu_concurrency=config.capacity,
+        gpu_prefetch=config.prefetch,
+    )
     client = await connect(settings)
     store = open_store(settings)
-    if floor:
-        matting = MattingActivities(store, StepContext(), concurrency=capacity)
+    if config.floor:
+        matting = MattingActivities(store, StepContext(), capacity=config.capacity)
         worker = Worker(
             client,
             task_queue=GPU_TASK_QUEUE,
             activities=[matting.describe_pipeline, _sleep_only_matte],
-            max_concurrent_activities=capacity,
-            activity_task_poller_behavior=PollerBehaviorSimpleMaximum(maximum=capacity),
+            max_concurrent_activities=config.capacity,
+            activity_task_poller_behavior=PollerBehaviorSimpleMaximum(maximum=config.capacity),
         )
     else:
         worker, matting = build_gpu_worker(client, settings, store)
@@ -139,42 +174,53 @@ async def _serve_gpu(address: str, artifact_root: str, capacity: int, floor: boo
         matting.close()
 
 
-@contextlib.asynccontextmanager
-async def _gpu_worker_process(address: str, capacity: int, artifact_root: str, floor: bool) -> AsyncIterator[None]:
-    """A GPU worker in its own process, as on a GPU box: started, ready to poll, then stopped with SIGTERM."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "benchmarks.dispatch",
-        "--serve-gpu",
-        address,
-        artifact_root,
-        "--capacity",
-        str(capacity),
-        *(["--floor"] if floor else []),
-        stderr=asyncio.subprocess.PIPE,
+async def _polling(client: Client, pid: int) -> bool:
+    """Whether the worker process ``pid`` polls the GPU queue, as the server sees it (SDK identity ``pid@host``)."""
+    response = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=GPU_TASK_QUEUE),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+        )
     )
-    ready = asyncio.Event()
+    return any(poller.identity.startswith(f"{pid}@") for poller in response.pollers)
 
-    async def drain_logs() -> None:
-        """Read the worker's log lines (an unread pipe would block it) and notice when it polls."""
-        assert process.stderr is not None
-        async for line in process.stderr:
-            if b"worker started" in line:
-                ready.set()
 
-    drain = asyncio.create_task(drain_logs())
+@contextlib.asynccontextmanager
+async def _gpu_worker_process(
+    client: Client, config: WorkerConfig, artifact_root: str, log_path: Path
+) -> AsyncIterator[None]:
+    """A GPU worker in its own process, as on a GPU box: started, polling, then stopped with SIGTERM.
+
+    Its log goes to a file, as a container's would: a pipe read by this process would wake it for every line.
+    """
+    address = client.service_client.config.target_host
+    with log_path.open("ab") as log:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "benchmarks.dispatch",
+            "--serve-gpu",
+            address,
+            artifact_root,
+            "--capacity",
+            str(config.capacity),
+            "--prefetch",
+            str(config.prefetch),
+            *(["--floor"] if config.floor else []),
+            stderr=log,
+        )
     try:
         async with asyncio.timeout(60):
-            await asyncio.wait([drain, asyncio.create_task(ready.wait())], return_when=asyncio.FIRST_COMPLETED)
-        if not ready.is_set():
-            raise RuntimeError(f"the GPU worker exited with {await process.wait()}")
+            while not await _polling(client, process.pid):
+                if process.returncode is not None:
+                    raise RuntimeError(f"the GPU worker exited with {process.returncode}; see {log_path}")
+                await asyncio.sleep(0.1)
         yield
     finally:
         if process.returncode is None:
             process.terminate()
         await process.wait()
-        await drain
 
 
 async def run_set(client: Client, latency_ms: int) -> tuple[float, float, int]:
@@ -206,44 +252,57 @@ async def run_set(client: Client, latency_ms: int) -> tuple[float, float, int]:
 
 
 async def _measure(
-    client: Client, address: str, artifact_root: str, capacity: int, latency_ms: int, floor: bool
-) -> Run:
-    """One GPU worker process of capacity C: a short warm-up set (threads, first calls), then the measured set."""
-    async with _gpu_worker_process(address, capacity, artifact_root, floor):
+    client: Client, artifact_root: str, config: WorkerConfig, latency_ms: int, repeat: int, log_path: Path
+) -> Row:
+    """One GPU worker process: a short warm-up set (threads, first calls), then ``repeat`` measured sets."""
+    async with _gpu_worker_process(client, config, artifact_root, log_path):
         await run_set(client, 10)
-        return Run(capacity, floor, *await run_set(client, latency_ms))
+        return Row(config, [SetTimes(*await run_set(client, latency_ms)) for _ in range(repeat)])
 
 
-async def main(latency_s: float, capacities: list[int], floor: bool) -> None:
+async def main(latency_s: float, capacities: list[int], repeat: int, floor: bool) -> None:
     latency_ms = round(latency_s * 1000)
+    configs = [
+        config
+        for capacity in capacities
+        for config in (
+            WorkerConfig(capacity, prefetch=capacity),
+            WorkerConfig(capacity, prefetch=0),
+            *([WorkerConfig(capacity, prefetch=0, floor=True)] if floor else []),
+        )
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         artifact_root = Path(tmp).as_uri()
         settings = Settings(_env_file=None, artifact_root=artifact_root, orchestration_activity_concurrency=8)
         env = await start_throwaway_server()
-        address = env.client.service_client.config.target_host
         orchestration, generation = build_worker(env.client, settings, FileArtifactStore(Path(tmp)))
-        runs = []
         async with orchestration:
-            for capacity in capacities:
-                runs.append(await _measure(env.client, address, artifact_root, capacity, latency_ms, floor=False))
-                if floor:
-                    runs.append(await _measure(env.client, address, artifact_root, capacity, latency_ms, floor=True))
+            rows = [
+                await _measure(env.client, artifact_root, config, latency_ms, repeat, Path(tmp) / "gpu-worker.log")
+                for config in configs
+            ]
         await generation.aclose()
         await env.shutdown()
 
     tasks = FRAMES * CANDIDATES
     serial = tasks * latency_s
-    print(f"{FRAMES}-frame set x {CANDIDATES} candidates = {tasks} matting activities, L = {latency_s:.2f} s per frame")
     print(
-        f"{'C':>3} {'activity':>10} {'makespan s':>11} {'ideal s':>8} {'serial s':>9} {'speed-up':>9}"
-        f" {'efficiency':>11} {'peak in flight':>15} {'whole set s':>12}"
+        f"{FRAMES}-frame set x {CANDIDATES} candidates = {tasks} matting activities, L = {latency_s:.2f} s per frame;"
+        f" median of {repeat} sets per row"
     )
-    for run in runs:
-        ideal = math.ceil(tasks / run.capacity) * latency_s
+    print(
+        f"{'C':>3} {'GPU worker':>11} {'makespan s':>11} {'(range)':>13} {'ideal s':>8} {'serial s':>9}"
+        f" {'speed-up':>9} {'efficiency':>11} {'peak in flight':>15} {'whole set s':>12}"
+    )
+    for row in rows:
+        ideal = math.ceil(tasks / row.config.capacity) * latency_s
+        spans = [times.makespan_s for times in row.sets]
         print(
-            f"{run.capacity:>3} {'sleep-only' if run.floor else 'matting':>10} {run.makespan_s:>11.3f} {ideal:>8.2f}"
-            f" {serial:>9.2f} {serial / run.makespan_s:>8.2f}x {ideal / run.makespan_s:>11.3f}"
-            f" {run.peak_in_flight:>15} {run.set_s:>12.2f}"
+            f"{row.config.capacity:>3} {row.config.label:>11} {row.makespan_s:>11.3f}"
+            f" {f'{min(spans):.3f}-{max(spans):.3f}':>13} {ideal:>8.2f} {serial:>9.2f}"
+            f" {serial / row.makespan_s:>8.2f}x {ideal / row.makespan_s:>11.3f}"
+            f" {max(times.peak_in_flight for times in row.sets):>15}"
+            f" {statistics.median(times.set_s for times in row.sets):>12.2f}"
         )
 
 
@@ -251,13 +310,16 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--latency", type=float, default=0.5, help="GPU latency per frame, seconds")
     parser.add_argument("--capacity", type=int, nargs="+", default=[1, 3, 6, 12], help="GPU worker capacities")
+    parser.add_argument("--repeat", type=int, default=3, help="measured sets per row (the median is printed)")
     parser.add_argument(
         "--floor", action="store_true", help="also measure a sleep-only activity: what the SDK and server alone cost"
     )
     parser.add_argument("--serve-gpu", nargs=2, metavar=("ADDRESS", "ARTIFACT_ROOT"), help=argparse.SUPPRESS)
+    parser.add_argument("--prefetch", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_gpu:
         address, artifact_root = args.serve_gpu
-        asyncio.run(_serve_gpu(address, artifact_root, args.capacity[0], args.floor))
+        config = WorkerConfig(args.capacity[0], args.prefetch, args.floor)
+        asyncio.run(_serve_gpu(address, artifact_root, config))
     else:
-        asyncio.run(main(args.latency, args.capacity, args.floor))
+        asyncio.run(main(args.latency, args.capacity, args.repeat, args.floor))

@@ -7,6 +7,7 @@ score it for the auto-pick. Errors are sorted into those that a retry can fix an
 
 from __future__ import annotations
 
+import contextlib
 import io
 import time
 
@@ -50,12 +51,28 @@ def describe(request: DescribePipelineInput, context: StepContext) -> PipelineDe
     )
 
 
-def matte(request: MatteFrameInput, store: ArtifactStore, context: StepContext) -> MatteFrameOutput:
-    """Cut one candidate out of its background, store the RGBA PNG and score it. Blocking: run it in a thread."""
+def matte(
+    request: MatteFrameInput,
+    store: ArtifactStore,
+    context: StepContext,
+    gpu_slot: contextlib.AbstractContextManager[object] | None = None,
+) -> MatteFrameOutput:
+    """Cut one candidate out of its background, store the RGBA PNG and score it. Blocking: run it in a thread.
+
+    Args:
+        request: The candidate, the pipeline, and where to store the cut-out.
+        store: The artifact store holding the source and receiving the cut-out.
+        context: Device and weights folder of the pipeline's steps.
+        gpu_slot: Held while the pipeline runs (see :class:`gpu_activity_worker.slots.GpuGate`); reading and
+            decoding happen before, storing and scoring after, so they overlap other frames' GPU time.
+    """
     started = time.perf_counter()
     pipeline: MattingPipeline = build_pipeline(request.pipeline, context)
     rgb = decode_rgb(store.get(request.source), request.source.uri)
-    result = pipeline.run(rgb)
+    waiting = time.perf_counter()
+    with gpu_slot or contextlib.nullcontext():
+        gpu_wait = time.perf_counter() - waiting
+        result = pipeline.run(rgb)
     height, width = result.alpha.shape
     stored = store.put(request.output_key, encode_png(result.rgba), "image/png", width=width, height=height)
     score, parts = score_matte(result.alpha)
@@ -66,7 +83,8 @@ def matte(request: MatteFrameInput, store: ArtifactStore, context: StepContext) 
         pipeline=request.pipeline,
         device=result.device,
         precision=result.precision,
-        elapsed_ms=(time.perf_counter() - started) * 1000,
+        elapsed_ms=(time.perf_counter() - started - gpu_wait) * 1000,
+        gpu_wait_ms=gpu_wait * 1000,
     )
 
 

@@ -1,11 +1,11 @@
-"""The GPU worker: matting activities on task queue ``emoji-gpu``, at most ``gpu_concurrency`` at once."""
+"""The GPU worker: matting activities on task queue ``emoji-gpu``, ``gpu_concurrency`` frames on the GPU at once."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 from temporalio.client import Client
-from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
+from temporalio.worker import FixedSizeSlotSupplier, PollerBehaviorSimpleMaximum, Worker, WorkerTuner
 
 from activities.artifacts import ArtifactStore, open_store
 from activities.connection import connect
@@ -18,7 +18,8 @@ from workflows.contract import GPU_TASK_QUEUE
 
 
 def build_gpu_worker(client: Client, settings: Settings, store: ArtifactStore) -> tuple[Worker, MattingActivities]:
-    """A worker serving the GPU queue with the in-process engines; its concurrency is the GPU's capacity.
+    """A worker serving the GPU queue with the in-process engines: ``gpu_concurrency`` frames on the GPU, and up to
+    ``gpu_prefetch`` more taken ahead while it is full (see :mod:`gpu_activity_worker.slots`).
 
     Returns the worker and its activities (close them once the worker has stopped).
     """
@@ -31,15 +32,22 @@ def build_gpu_worker(client: Client, settings: Settings, store: ArtifactStore) -
             max_batch=min(settings.matting_max_batch, settings.gpu_concurrency),
             max_batch_wait_ms=settings.matting_batch_wait_ms,
         ),
-        concurrency=settings.gpu_concurrency,
+        capacity=settings.gpu_concurrency,
+        prefetch=settings.gpu_prefetch_frames(),
     )
+    unused = FixedSizeSlotSupplier(1)
     worker = Worker(
         client,
         task_queue=GPU_TASK_QUEUE,
         activities=[matting.describe_pipeline, matting.matte_frame],
-        max_concurrent_activities=settings.gpu_concurrency,
+        tuner=WorkerTuner.create_composite(
+            workflow_supplier=unused,
+            activity_supplier=matting.slot_supplier,
+            local_activity_supplier=unused,
+            nexus_supplier=unused,
+        ),
         # One open poll per slot: a slot that frees up takes the next frame at once instead of waiting for a poller.
-        activity_task_poller_behavior=PollerBehaviorSimpleMaximum(maximum=settings.gpu_concurrency),
+        activity_task_poller_behavior=PollerBehaviorSimpleMaximum(maximum=matting.slot_supplier.max_slots),
         graceful_shutdown_timeout=timedelta(seconds=60),
     )
     return worker, matting

@@ -347,7 +347,8 @@ class MatteFrameOutput(_Model):
     pipeline: str
     device: str
     precision: str
-    elapsed_ms: float
+    elapsed_ms: float = Field(description="Reading, matting, storing and scoring; waiting for the GPU not included.")
+    gpu_wait_ms: float = Field(default=0.0, description="Time the frame, read and decoded, waited for a GPU slot.")
 
 
 class DescribePipelineInput(_Model):
