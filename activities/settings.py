@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -89,6 +89,12 @@ class Settings(BaseSettings):
     dashscope_model: str = "wan2.2-t2i-flash"
     dashscope_poll_interval_s: float = Field(default=2.0, gt=0)
     dashscope_timeout_s: float = Field(default=300.0, gt=0)
+
+    @field_validator("gpu_prefetch", mode="before")
+    @classmethod
+    def _empty_is_default(cls, value: object) -> object:
+        """``POPCON_GPU_PREFETCH=`` (empty, as compose passes an unset variable) means the default."""
+        return None if value == "" else value
 
     def gpu_prefetch_frames(self) -> int:
         return self.gpu_concurrency if self.gpu_prefetch is None else self.gpu_prefetch

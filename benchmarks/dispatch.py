@@ -32,9 +32,6 @@ from pathlib import Path
 
 import numpy as np
 from temporalio import activity
-from temporalio.api.enums.v1 import TaskQueueType
-from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
@@ -174,27 +171,17 @@ async def _serve_gpu(address: str, artifact_root: str, config: WorkerConfig) -> 
         matting.close()
 
 
-async def _polling(client: Client, pid: int) -> bool:
-    """Whether the worker process ``pid`` polls the GPU queue, as the server sees it (SDK identity ``pid@host``)."""
-    response = await client.workflow_service.describe_task_queue(
-        DescribeTaskQueueRequest(
-            namespace=client.namespace,
-            task_queue=TaskQueue(name=GPU_TASK_QUEUE),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
-        )
-    )
-    return any(poller.identity.startswith(f"{pid}@") for poller in response.pollers)
-
-
 @contextlib.asynccontextmanager
 async def _gpu_worker_process(
     client: Client, config: WorkerConfig, artifact_root: str, log_path: Path
 ) -> AsyncIterator[None]:
-    """A GPU worker in its own process, as on a GPU box: started, polling, then stopped with SIGTERM.
+    """A GPU worker in its own process, as on a GPU box: started, serving, then stopped with SIGTERM.
 
     Its log goes to a file, as a container's would: a pipe read by this process would wake it for every line.
     """
     address = client.service_client.config.target_host
+    log_path.touch()
+    log_start = log_path.stat().st_size
     with log_path.open("ab") as log:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -212,7 +199,7 @@ async def _gpu_worker_process(
         )
     try:
         async with asyncio.timeout(60):
-            while not await _polling(client, process.pid):
+            while b"worker started" not in log_path.read_bytes()[log_start:]:
                 if process.returncode is not None:
                     raise RuntimeError(f"the GPU worker exited with {process.returncode}; see {log_path}")
                 await asyncio.sleep(0.1)

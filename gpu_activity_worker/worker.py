@@ -35,7 +35,7 @@ def build_gpu_worker(client: Client, settings: Settings, store: ArtifactStore) -
         capacity=settings.gpu_concurrency,
         prefetch=settings.gpu_prefetch_frames(),
     )
-    unused = FixedSizeSlotSupplier(1)
+    unused = FixedSizeSlotSupplier(1)  # this worker runs no workflows, local activities or Nexus tasks
     worker = Worker(
         client,
         task_queue=GPU_TASK_QUEUE,
