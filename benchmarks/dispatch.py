@@ -9,7 +9,8 @@ also a matting activity that only sleeps (no image work, no threads: what the SD
 Each row is the median of ``--repeat`` sets (this machine is shared and noisy; the range is printed too) of the
 matting makespan (first matting activity scheduled -> last one completed, from the server's own event times), with
 the ideal ``ceil(24 / C) * L``, the serial time ``24 * L``, the speed-up over serial and the efficiency
-``ideal / makespan``. All figures come from one run.
+``ideal / makespan``; "peak in flight" counts the frames the worker held at once (on the GPU or taken ahead). All
+figures come from one run.
 
     python -m benchmarks.dispatch [--latency 0.5] [--capacity 1 3 6 12] [--repeat 3] [--floor]
 """

@@ -30,7 +30,7 @@ class FrameCancelledError(Exception):
 
 
 class GpuGate:
-    """At most ``capacity`` frames on the GPU; the others wait in :meth:`slot` in arrival order. Thread-safe."""
+    """At most ``capacity`` frames on the GPU; the others wait in :meth:`slot`. Thread-safe."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
@@ -51,13 +51,13 @@ class GpuGate:
         """Hold one GPU slot, waiting for it if the GPU is full.
 
         Raises:
-            FrameCancelledError: ``cancelled`` was set (see :meth:`cancel`) before a slot freed up.
+            FrameCancelledError: ``cancelled`` was set (see :meth:`cancel`) before the frame got a slot.
         """
         with self._condition:
-            while self._busy >= self.capacity:
-                if cancelled.is_set():
-                    raise FrameCancelledError("cancelled while waiting for the GPU")
+            while not cancelled.is_set() and self._busy >= self.capacity:
                 self._condition.wait()
+            if cancelled.is_set():
+                raise FrameCancelledError("cancelled before its turn on the GPU")
             self._busy += 1
             became_full = self._busy == self.capacity
         if became_full:
@@ -81,7 +81,8 @@ class PrefetchSlotSupplier(CustomSlotSupplier):
     """Temporal activity slots of a GPU worker: ``gate.capacity`` always, ``prefetch`` more while the GPU is full.
 
     The SDK reserves a slot before each poll, so this decides how many polls are open: one per GPU slot, plus one per
-    prefetch slot once every GPU slot is busy.
+    prefetch slot once every GPU slot is busy. (A reservation the SDK drops just as it completes is never released;
+    the SDK only drops reservations when the worker shuts down.)
     """
 
     def __init__(self, gate: GpuGate, prefetch: int) -> None:

@@ -90,6 +90,15 @@ def test_a_frame_cancelled_while_waiting_gives_up_its_turn() -> None:
     assert len(outcome) == 1 and isinstance(outcome[0], FrameCancelledError)
 
 
+def test_a_frame_cancelled_before_it_reaches_the_gate_does_not_take_a_free_slot() -> None:
+    gate = GpuGate(1)
+    cancelled = threading.Event()
+    gate.cancel(cancelled)
+    with pytest.raises(FrameCancelledError), gate.slot(cancelled):
+        pass
+    assert not gate.full
+
+
 def test_the_gate_says_when_the_gpu_becomes_full() -> None:
     gate = GpuGate(2)
     calls: list[bool] = []
