@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import time
+from collections.abc import Iterator
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -63,16 +64,24 @@ def matte(
         request: The candidate, the pipeline, and where to store the cut-out.
         store: The artifact store holding the source and receiving the cut-out.
         context: Device and weights folder of the pipeline's steps.
-        gpu_slot: Held while the pipeline runs (see :class:`gpu_activity_worker.slots.GpuGate`); reading and
-            decoding happen before, storing and scoring after, so they overlap other frames' GPU time.
+        gpu_slot: Held while the pipeline's steps run (see :class:`gpu_activity_worker.slots.GpuGate`); reading,
+            decoding and converting happen before, converting, storing and scoring after, so they overlap other
+            frames' GPU time.
     """
     started = time.perf_counter()
     pipeline: MattingPipeline = build_pipeline(request.pipeline, context)
     rgb = decode_rgb(store.get(request.source), request.source.uri)
-    waiting = time.perf_counter()
-    with gpu_slot or contextlib.nullcontext():
-        gpu_wait = time.perf_counter() - waiting
-        result = pipeline.run(rgb)
+    gpu_wait = 0.0
+
+    @contextlib.contextmanager
+    def timed_gpu_slot() -> Iterator[None]:
+        nonlocal gpu_wait
+        asked = time.perf_counter()
+        with gpu_slot or contextlib.nullcontext():
+            gpu_wait = time.perf_counter() - asked
+            yield
+
+    result = pipeline.run(rgb, timed_gpu_slot())
     height, width = result.alpha.shape
     stored = store.put(request.output_key, encode_png(result.rgba), "image/png", width=width, height=height)
     score, parts = score_matte(result.alpha)

@@ -12,6 +12,7 @@ pipelines share it (that is where model weights load); the built pipelines are s
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -136,11 +137,12 @@ class MattingPipeline:
         """Precision of the steps, e.g. ``fp32`` or ``fp16+fp32``."""
         return _joined([step.precision for step in self._steps])
 
-    def run(self, rgb: np.ndarray) -> MatteResult:
+    def run(self, rgb: np.ndarray, steps_slot: contextlib.AbstractContextManager[object] | None = None) -> MatteResult:
         """Cut the subject out of one image.
 
         Args:
             rgb: uint8 HxWx3.
+            steps_slot: Held while the steps run (a GPU slot); converting the image in and out happens outside it.
 
         Returns:
             Straight RGBA, the float alpha, and where and how precisely it was computed.
@@ -152,8 +154,9 @@ class MattingPipeline:
         if rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
             raise ValueError(f"expected a uint8 HxWx3 image, got {rgb.dtype} with shape {rgb.shape}")
         state = MatteState(image=rgb.astype(np.float32) / 255)
-        for step in self._steps:
-            state = step.apply(state)
+        with steps_slot or contextlib.nullcontext():
+            for step in self._steps:
+                state = step.apply(state)
         if state.alpha is None:
             raise MattingError(f"pipeline {self.name!r} produced no alpha: its coarse step {self.refs[0]} is broken")
         alpha = np.clip(state.alpha, 0.0, 1.0).astype(np.float32)
