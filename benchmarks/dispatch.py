@@ -12,7 +12,7 @@ the ideal ``ceil(24 / C) * L``, the serial time ``24 * L``, the speed-up over se
 ``ideal / makespan``; "peak in flight" counts the frames the worker held at once (on the GPU or taken ahead). All
 figures come from one run.
 
-    python -m benchmarks.dispatch [--latency 0.5] [--capacity 1 3 6 12] [--repeat 3] [--floor]
+    python -m benchmarks.dispatch [--latency 0.5] [--capacity 1 3 6 12] [--repeat 5] [--floor]
 """
 
 from __future__ import annotations
@@ -298,7 +298,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--latency", type=float, default=0.5, help="GPU latency per frame, seconds")
     parser.add_argument("--capacity", type=int, nargs="+", default=[1, 3, 6, 12], help="GPU worker capacities")
-    parser.add_argument("--repeat", type=int, default=3, help="measured sets per row (the median is printed)")
+    parser.add_argument("--repeat", type=int, default=5, help="measured sets per row (the median is printed)")
     parser.add_argument(
         "--floor", action="store_true", help="also measure a sleep-only activity: what the SDK and server alone cost"
     )
