@@ -156,7 +156,7 @@ async def _serve_gpu(address: str, artifact_root: str, config: WorkerConfig) -> 
     client = await connect(settings)
     store = open_store(settings)
     if config.floor:
-        matting = MattingActivities(store, StepContext(), capacity=config.capacity)
+        matting = MattingActivities(store, StepContext(), capacity=config.capacity, prefetch=0)
         worker = Worker(
             client,
             task_queue=GPU_TASK_QUEUE,

@@ -2,16 +2,20 @@
 
 Matting runs on this worker's threads (one per activity slot) while the activity heartbeats, so Temporal can
 cancel a matting activity and notices a lost GPU box within the heartbeat timeout. At most ``capacity`` frames run
-their pipeline at once; the worker takes up to ``prefetch`` more while the GPU is full (:mod:`.slots`).
+their pipeline's steps at once; the worker takes up to ``prefetch`` more while the GPU is full (:mod:`.slots`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -19,11 +23,12 @@ from temporalio.exceptions import ApplicationError
 from activities.artifacts import ArtifactError, ArtifactStore
 from gpu_activity_worker import matting
 from gpu_activity_worker.engines.base import MattingError, StepContext
-from gpu_activity_worker.slots import GpuGate, PrefetchSlotSupplier
+from gpu_activity_worker.slots import FrameCancelledError, GpuGate, PrefetchSlotSupplier
 from workflows.contract import DescribePipelineInput, MatteFrameInput, MatteFrameOutput, PipelineDescription
 
 T = TypeVar("T")
 HEARTBEAT_EVERY_S = 5.0
+log = logging.getLogger(__name__)
 
 
 def _started_pool(threads: int) -> ThreadPoolExecutor:
@@ -36,6 +41,33 @@ def _started_pool(threads: int) -> ThreadPoolExecutor:
     return pool
 
 
+def _log_late_failure(job: Future[Any]) -> None:
+    """Log what a frame's thread raised after its activity was cancelled: nothing else will report it."""
+    if job.cancelled():
+        return
+    err = job.exception()
+    if err is not None and not isinstance(err, FrameCancelledError):
+        log.warning("matting failed after its activity was cancelled", exc_info=err)
+
+
+@dataclass
+class _GpuTurn:
+    """One frame's turn on the GPU: whether it is called off, how long it waited, and whether it got it."""
+
+    gate: GpuGate
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    waited_s: float = 0.0
+    taken: bool = False
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[None]:
+        asked = time.perf_counter()
+        with self.gate.slot(self.cancelled):
+            self.waited_s = time.perf_counter() - asked
+            self.taken = True
+            yield
+
+
 class MattingActivities:
     """Matting activities sharing one step context (device, weights folder), the pipelines built from it and the GPU.
 
@@ -46,33 +78,55 @@ class MattingActivities:
         prefetch: Frames taken ahead while the GPU is full; they wait, read and decoded, for a GPU slot.
     """
 
-    def __init__(self, store: ArtifactStore, context: StepContext, *, capacity: int, prefetch: int = 0) -> None:
+    def __init__(self, store: ArtifactStore, context: StepContext, *, capacity: int, prefetch: int) -> None:
         self._store = store
         self._context = context
-        self._gate = GpuGate(capacity)
-        self.slot_supplier = PrefetchSlotSupplier(self._gate, prefetch)
+        self.gate = GpuGate(capacity)
+        """Frames on this worker's GPU, waiting for it and finishing after it."""
+        self.slot_supplier = PrefetchSlotSupplier(self.gate, prefetch)
         """The worker's activity slots: pass it to the worker's tuner."""
         self._executor = _started_pool(self.slot_supplier.max_slots)
 
-    async def _in_thread(self, work: Callable[[], T], cancelled: threading.Event | None = None) -> T:
-        """Run blocking ``work`` on this worker's threads, heartbeating until it returns; failures become
-        ApplicationErrors typed by :func:`matting.failure_type`. On cancellation, work not yet on the GPU is
-        dropped (``cancelled`` is set); work already running finishes and its result is discarded."""
-        future = asyncio.get_running_loop().run_in_executor(self._executor, work)
+    async def _in_thread(self, work: Callable[[], T], turn: _GpuTurn | None = None) -> T:
+        """Run blocking ``work`` on this worker's threads, heartbeating until it returns.
+
+        Failures become ApplicationErrors typed by :func:`matting.failure_type`. A frame that has not had its GPU
+        ``turn`` yet gives it up when the activity is cancelled, and when the worker starts shutting down: it then
+        fails as ``WorkerShutdown`` (retryable), so another worker takes it at once instead of this one finishing
+        it during its shutdown. Work already on the GPU finishes; after a cancellation its result is discarded.
+        """
+        job = self._executor.submit(work)
+        future = asyncio.wrap_future(job)
+        shutdown = asyncio.ensure_future(activity.wait_for_worker_shutdown()) if turn else None
         try:
             while True:
-                done, _ = await asyncio.wait([future], timeout=HEARTBEAT_EVERY_S)
-                if done:
+                pending: list[asyncio.Future[Any]] = [future]
+                if shutdown is not None and not shutdown.done():
+                    pending.append(shutdown)
+                done, _ = await asyncio.wait(pending, timeout=HEARTBEAT_EVERY_S, return_when=asyncio.FIRST_COMPLETED)
+                if future in done:
                     return future.result()
-                activity.heartbeat()
+                if done and turn is not None:
+                    self.gate.cancel(turn.cancelled)
+                elif not done:
+                    activity.heartbeat()
         except asyncio.CancelledError:
-            future.cancel()
-            if cancelled is not None:
-                self._gate.cancel(cancelled)
+            if turn is not None:
+                self.gate.cancel(turn.cancelled)
+            if not future.cancel() and not future.cancelled():
+                future.exception()  # finished just now; _log_late_failure reports an error
+            job.add_done_callback(_log_late_failure)
             raise
+        except FrameCancelledError as err:
+            raise ApplicationError(
+                "this GPU worker is shutting down before the frame's turn on the GPU", type="WorkerShutdown"
+            ) from err
         except (MattingError, ArtifactError) as err:
             kind, retryable = matting.failure_type(err)
             raise ApplicationError(str(err), type=kind, non_retryable=not retryable) from err
+        finally:
+            if shutdown is not None:
+                shutdown.cancel()
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -85,17 +139,21 @@ class MattingActivities:
     @activity.defn(name="matte_frame")
     async def matte_frame(self, request: MatteFrameInput) -> MatteFrameOutput:
         """Cut one candidate out of its background, store the RGBA PNG and score it for the auto-pick."""
-        cancelled = threading.Event()
-        output = await self._in_thread(
-            lambda: matting.matte(request, self._store, self._context, self._gate.slot(cancelled)), cancelled
-        )
+        turn = _GpuTurn(self.gate)
+        try:
+            output = await self._in_thread(
+                lambda: matting.matte(request, self._store, self._context, turn.hold()), turn
+            )
+        finally:
+            if turn.taken:
+                self.gate.reported()
         activity.logger.info(
             "matted",
             extra={
                 "pipeline": output.pipeline,
                 "device": output.device,
                 "elapsed_ms": round(output.elapsed_ms, 1),
-                "gpu_wait_ms": round(output.gpu_wait_ms, 1),
+                "gpu_wait_ms": round(turn.waited_s * 1000, 1),
             },
         )
         return output

@@ -347,8 +347,7 @@ class MatteFrameOutput(_Model):
     pipeline: str
     device: str
     precision: str
-    elapsed_ms: float = Field(description="Reading, matting, storing and scoring; waiting for the GPU not included.")
-    gpu_wait_ms: float = Field(default=0.0, description="Time the frame, read and decoded, waited for a GPU slot.")
+    elapsed_ms: float
 
 
 class DescribePipelineInput(_Model):
