@@ -294,11 +294,18 @@ async def main(latency_s: float, capacities: list[int], repeat: int, floor: bool
         )
 
 
+def _at_least_one(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {number}")
+    return number
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--latency", type=float, default=0.5, help="GPU latency per frame, seconds")
-    parser.add_argument("--capacity", type=int, nargs="+", default=[1, 3, 6, 12], help="GPU worker capacities")
-    parser.add_argument("--repeat", type=int, default=5, help="measured sets per row (the median is printed)")
+    parser.add_argument("--capacity", type=_at_least_one, nargs="+", default=[1, 3, 6, 12], help="GPU worker capacities")
+    parser.add_argument("--repeat", type=_at_least_one, default=5, help="measured sets per row (the median is printed)")
     parser.add_argument(
         "--floor", action="store_true", help="also measure a sleep-only activity: what the SDK and server alone cost"
     )
