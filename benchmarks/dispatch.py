@@ -304,7 +304,9 @@ def _at_least_one(value: str) -> int:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--latency", type=float, default=0.5, help="GPU latency per frame, seconds")
-    parser.add_argument("--capacity", type=_at_least_one, nargs="+", default=[1, 3, 6, 12], help="GPU worker capacities")
+    parser.add_argument(
+        "--capacity", type=_at_least_one, nargs="+", default=[1, 3, 6, 12], help="GPU worker capacities"
+    )
     parser.add_argument("--repeat", type=_at_least_one, default=5, help="measured sets per row (the median is printed)")
     parser.add_argument(
         "--floor", action="store_true", help="also measure a sleep-only activity: what the SDK and server alone cost"
