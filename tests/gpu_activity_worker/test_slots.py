@@ -268,9 +268,21 @@ async def _until(condition: Any, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-async def test_a_frame_cancelled_before_its_gpu_turn_never_runs(held: HeldStep, tmp_path: Path) -> None:
+@dataclass
+class _GpuQueue:
+    """A GPU of capacity 1 with prefetch 1: one frame on it (held), one taken ahead waiting, one more to send."""
+
+    matting: MattingActivities
+    running: asyncio.Task[MatteFrameOutput]
+    waiting_env: ActivityEnvironment
+    waiting: asyncio.Task[MatteFrameOutput]
+    spare: MatteFrameInput
+
+
+@contextlib.asynccontextmanager
+async def _one_on_the_gpu_one_waiting(held: HeldStep, tmp_path: Path) -> AsyncIterator[_GpuQueue]:
     store = FileArtifactStore(tmp_path)
-    first, second, third = _frames(store, 3)
+    first, second, spare = _frames(store, 3)
     matting = MattingActivities(store, StepContext(), capacity=1, prefetch=1)
     try:
         running = asyncio.create_task(ActivityEnvironment().run(matting.matte_frame, first))
@@ -278,45 +290,40 @@ async def test_a_frame_cancelled_before_its_gpu_turn_never_runs(held: HeldStep, 
         waiting_env = ActivityEnvironment()
         waiting = asyncio.create_task(waiting_env.run(matting.matte_frame, second))
         await _until(lambda: matting.gate.waiting == 1, "the second frame waiting for the GPU")
-        waiting_env.cancel()
+        yield _GpuQueue(matting, running, waiting_env, waiting, spare)
+    finally:
+        matting.close()
+
+
+async def test_a_frame_cancelled_before_its_gpu_turn_never_runs(held: HeldStep, tmp_path: Path) -> None:
+    async with _one_on_the_gpu_one_waiting(held, tmp_path) as queue:
+        queue.waiting_env.cancel()
         with pytest.raises(asyncio.CancelledError):
-            await waiting
+            await queue.waiting
 
         held.release.release()
-        await running
+        await queue.running
         # The GPU is free again: the next frame runs, and the cancelled one never did.
-        later = asyncio.create_task(ActivityEnvironment().run(matting.matte_frame, third))
+        later = asyncio.create_task(ActivityEnvironment().run(queue.matting.matte_frame, queue.spare))
         await _until(lambda: len(held.entered) == 2, "the third frame on the GPU")
         held.release.release()
         await later
         assert held.entered == [1, 3]
-    finally:
-        matting.close()
 
 
 async def test_a_frame_waiting_for_the_gpu_goes_back_to_the_queue_when_its_worker_stops(
     held: HeldStep, tmp_path: Path
 ) -> None:
-    store = FileArtifactStore(tmp_path)
-    first, second = _frames(store, 2)
-    matting = MattingActivities(store, StepContext(), capacity=1, prefetch=1)
-    try:
-        running = asyncio.create_task(ActivityEnvironment().run(matting.matte_frame, first))
-        await _until(lambda: held.entered == [1], "the first frame on the GPU")
-        stopping = ActivityEnvironment()
-        waiting = asyncio.create_task(stopping.run(matting.matte_frame, second))
-        await _until(lambda: matting.gate.waiting == 1, "the second frame waiting for the GPU")
-        stopping.worker_shutdown()
+    async with _one_on_the_gpu_one_waiting(held, tmp_path) as queue:
+        queue.waiting_env.worker_shutdown()
         with pytest.raises(ApplicationError) as raised:
-            await waiting
+            await queue.waiting
         assert raised.value.type == "WorkerShutdown" and not raised.value.non_retryable
         # The frame already on the GPU finishes, and is reported as it left the GPU.
         held.release.release()
-        await running
+        await queue.running
         assert held.entered == [1]
-        assert matting.gate.finishing == 0
-    finally:
-        matting.close()
+        assert queue.matting.gate.finishing == 0
 
 
 @workflow.defn(sandboxed=False)
