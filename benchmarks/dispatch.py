@@ -54,7 +54,8 @@ FRAMES, CANDIDATES = 12, 2
 
 
 class SleepStep:
-    """A stand-in GPU engine: sleeps ``latency`` seconds per frame, then returns a plain threshold alpha."""
+    """A stand-in GPU engine: a plain threshold alpha (a few microseconds), then ``latency`` seconds of sleep, so that
+    its time on the GPU is the latency and nothing else."""
 
     device, precision = "cpu", "fp32"
 
@@ -62,9 +63,10 @@ class SleepStep:
         self.latency_s = latency_s
 
     def apply(self, state: MatteState) -> MatteState:
+        distance = np.abs(state.image - state.image[0, 0])
+        alpha = (distance[..., 0] + distance[..., 1] + distance[..., 2] > 0.1).astype(np.float32)
         time.sleep(self.latency_s)
-        distance = np.abs(state.image - state.image[0, 0]).sum(axis=-1)
-        return MatteState(image=state.image, alpha=(distance > 0.1).astype(np.float32))
+        return MatteState(image=state.image, alpha=alpha)
 
 
 def _create_sleep_step(variant: str | None, context: StepContext) -> SleepStep:
