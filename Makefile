@@ -7,7 +7,7 @@ GPU_STAMP := $(VENV)/.installed-gpu
 # sam2 builds an optional CUDA post-processing extension by default; the engines do not need it.
 export SAM2_BUILD_CUDA := 0
 
-.PHONY: install install-gpu demo test lint dev stop status bench clean
+.PHONY: install install-gpu demo test test-fast lint dev stop status bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,7 +28,10 @@ demo: install  ## Start the local stack if needed and run a demo set into out/de
 	$(BIN)/popcon demo --out out/demo
 
 test: install-gpu  ## Run the whole test suite, model engines included (starts its own Temporal servers)
-	$(BIN)/python -m pytest
+	TESTS_REQUIRE_GPU_EXTRA=1 $(BIN)/python -m pytest
+
+test-fast: install  ## The quick tier: no model engines (no GPU extra needed), no process-level end-to-end tests
+	$(BIN)/python -m pytest -m "not gpu and not slow"
 
 lint: install
 	$(BIN)/ruff check .

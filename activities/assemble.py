@@ -8,12 +8,18 @@ import json
 
 from PIL import Image
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
-from activities.artifacts import ArtifactStore
 from activities.export.animation import decode_rgba_png, encode_apng, encode_gif, encode_webp
 from activities.export.sheets import contact_sheet, sprite_sheet
-from workflows.contract import ArtifactRef, AssembleEmojiInput, ContactSheetInput, EmojiOutput
+from core.artifacts import ArtifactError, ArtifactStore
+from workflows.contract import (
+    ActivityName,
+    ArtifactRef,
+    AssembleEmojiInput,
+    ContactSheetInput,
+    EmojiOutput,
+    FailureType,
+)
 from workflows.keys import export_key
 
 
@@ -28,14 +34,16 @@ class AssemblyActivities:
         for ref in refs:
             try:
                 frames.append(decode_rgba_png(self._store.get(ref)))
+            except ArtifactError as err:
+                raise err.failure_type.error(str(err)) from err
             except ValueError as err:
-                raise ApplicationError(f"{ref.uri}: {err}", type="CorruptImage", non_retryable=True) from err
+                raise FailureType.CORRUPT_IMAGE.error(f"{ref.uri}: {err}") from err
         return frames
 
     def _put(self, set_id: str, name: str, data: bytes, media_type: str, size: tuple[int, int]) -> ArtifactRef:
         return self._store.put(export_key(set_id, name), data, media_type, width=size[0], height=size[1])
 
-    @activity.defn(name="assemble_emoji")
+    @activity.defn(name=ActivityName.ASSEMBLE_EMOJI)
     async def assemble_emoji(self, request: AssembleEmojiInput) -> EmojiOutput:
         """Write the emoji's animated WebP, APNG and GIF and its sprite sheet."""
         return await asyncio.to_thread(self._assemble_emoji, request)
@@ -59,7 +67,7 @@ class AssemblyActivities:
             frames=request.frames,
         )
 
-    @activity.defn(name="assemble_contact_sheet")
+    @activity.defn(name=ActivityName.ASSEMBLE_CONTACT_SHEET)
     async def assemble_contact_sheet(self, request: ContactSheetInput) -> ArtifactRef:
         """Write one page with every emoji's frames over a checkerboard."""
         return await asyncio.to_thread(self._assemble_contact_sheet, request)

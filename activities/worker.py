@@ -7,20 +7,31 @@ from datetime import timedelta
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from activities.artifacts import ArtifactStore, open_store
 from activities.assemble import AssemblyActivities
-from activities.connection import connect
 from activities.generate import GenerationActivities
-from activities.observability import configure_logging, temporal_runtime
-from activities.serve import serve_until_signalled
-from activities.settings import Settings
+from activities.generation import GeneratorRegistry
+from activities.settings import OrchestrationSettings
+from core.artifacts import ArtifactStore, open_store
+from core.connection import connect
+from core.observability import configure_logging, temporal_runtime
+from core.serve import serve_until_signalled
+from core.settings import ArtifactSettings, ObservabilitySettings, TemporalSettings
 from workflows.contract import ORCHESTRATION_TASK_QUEUE
 from workflows.emoji_set import EmojiSetWorkflow
 
 
-def build_worker(client: Client, settings: Settings, store: ArtifactStore) -> tuple[Worker, GenerationActivities]:
-    """The orchestration worker, and its generation activities (close them after the worker stops)."""
-    generation = GenerationActivities(settings, store)
+def build_worker(
+    client: Client,
+    settings: OrchestrationSettings,
+    store: ArtifactStore,
+    *,
+    generators: GeneratorRegistry | None = None,
+) -> tuple[Worker, GenerationActivities]:
+    """The orchestration worker, and its generation activities (close them after the worker stops).
+
+    ``generators`` are the backends a set may name; ``None`` is :func:`~activities.generation.builtin_generators`.
+    """
+    generation = GenerationActivities(store, generators)
     assembly = AssemblyActivities(store)
     worker = Worker(
         client,
@@ -39,10 +50,10 @@ def build_worker(client: Client, settings: Settings, store: ArtifactStore) -> tu
 
 
 async def main() -> None:
-    settings = Settings()
-    configure_logging(settings.log_level)
-    client = await connect(settings, temporal_runtime(settings.metrics_bind))
-    worker, generation = build_worker(client, settings, open_store(settings))
+    observability = ObservabilitySettings()
+    configure_logging(observability.log_level)
+    client = await connect(TemporalSettings(), temporal_runtime(observability.metrics_bind))
+    worker, generation = build_worker(client, OrchestrationSettings(), open_store(ArtifactSettings()))
     try:
         await serve_until_signalled(worker)
     finally:

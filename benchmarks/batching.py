@@ -1,7 +1,7 @@
 """Micro-batching benchmark: frames per second with batching off and on, side by side in one run.
 
 C callers (threads, like C concurrent matting activities on the GPU worker) each matte N frames through the real
-pipeline (``build_pipeline`` and its micro-batcher) of a small torch conv net on the CPU, at max_batch 1 (off) and
+pipeline (``Pipelines.build`` and its micro-batcher) of a small torch conv net on the CPU, at max_batch 1 (off) and
 above. Configurations alternate within each round and the median round is printed, with the mean batch size seen and
 whether every output (uint8 RGBA) is identical to the unbatched run at the same torch thread count.
 
@@ -26,9 +26,9 @@ from functools import partial
 import numpy as np
 import torch
 
-from gpu_activity_worker.engines import StepSpec, register_step
+from gpu_activity_worker.engines import StepRegistry, StepSpec, builtin_steps
 from gpu_activity_worker.engines.base import MatteResult, MatteState, StepContext, StepRole
-from gpu_activity_worker.pipeline import build_pipeline
+from gpu_activity_worker.pipeline import Pipelines
 
 
 class ConvNet(torch.nn.Module):
@@ -138,9 +138,9 @@ def _frames(callers: int, frames: int, size: int) -> list[list[np.ndarray]]:
     ]
 
 
-def _run(engine: str, context: StepContext, frames: list[list[np.ndarray]]) -> tuple[float, list[MatteResult]]:
+def _run(pipelines: Pipelines, engine: str, frames: list[list[np.ndarray]]) -> tuple[float, list[MatteResult]]:
     """Frames per second with one thread per caller, each matting its frames in turn; and every result in order."""
-    pipeline = build_pipeline(engine, context)
+    pipeline = pipelines.build(engine)
     start_line = threading.Barrier(len(frames) + 1)
 
     def caller(images: list[np.ndarray]) -> list[MatteResult]:
@@ -156,27 +156,29 @@ def _run(engine: str, context: StepContext, frames: list[list[np.ndarray]]) -> t
     return len(results) / elapsed, results
 
 
-def _register(args: argparse.Namespace) -> dict[tuple[str, StepContext], BenchStep]:
-    """Register the two benchmark engines; the returned dict fills with each step built, by engine and context."""
+def _registry(args: argparse.Namespace) -> tuple[StepRegistry, dict[tuple[str, StepContext], BenchStep]]:
+    """The built-in steps and the two benchmark engines; the dict fills with each step built, by engine and context."""
     steps: dict[tuple[str, StepContext], BenchStep] = {}
 
     def create(engine: str, model: Callable[[], Model], variant: str | None, context: StepContext) -> BenchStep:
         step = steps[(engine, context)] = BenchStep(model())
         return step
 
-    register_step(StepSpec("bench-convnet", StepRole.COARSE, partial(create, "bench-convnet", convnet)))
+    registry = builtin_steps()
+    registry.register(StepSpec("bench-convnet", StepRole.COARSE, partial(create, "bench-convnet", convnet)))
     gpu = partial(gpu_like, args.gpu_fixed_ms / 1000, args.gpu_per_image_ms / 1000)
-    register_step(StepSpec("bench-gpu-like", StepRole.COARSE, partial(create, "bench-gpu-like", gpu)))
-    return steps
+    registry.register(StepSpec("bench-gpu-like", StepRole.COARSE, partial(create, "bench-gpu-like", gpu)))
+    return registry, steps
 
 
 def _measure(args: argparse.Namespace, configs: list[Config]) -> dict[Config, Outcome]:
     """One warm-up round, then ``args.rounds`` rounds of every configuration in turn."""
-    steps = _register(args)
+    registry, steps = _registry(args)
     contexts = {
         config: StepContext(device="cpu", max_batch=config.max_batch, max_batch_wait_ms=args.wait_ms)
         for config in configs
     }
+    pipelines = {context: Pipelines(registry, context) for context in set(contexts.values())}
     frames = _frames(args.callers, args.frames, args.size)
     outcomes = {config: Outcome(fps=[]) for config in configs}
     unbatched: dict[tuple[str, int], list[MatteResult]] = {}
@@ -185,11 +187,11 @@ def _measure(args: argparse.Namespace, configs: list[Config]) -> dict[Config, Ou
             torch.set_num_threads(config.threads)
             context = contexts[config]
             if round_ == 0:
-                _run(config.engine, context, [images[:2] for images in frames])
+                _run(pipelines[context], config.engine, [images[:2] for images in frames])
                 continue
             step = steps[(config.engine, context)]
             step.reset()
-            fps, results = _run(config.engine, context, frames)
+            fps, results = _run(pipelines[context], config.engine, frames)
             outcome = outcomes[config]
             outcome.fps.append(fps)
             outcome.passes += step.passes

@@ -36,19 +36,22 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
-from activities.artifacts import FileArtifactStore, open_store
-from activities.connection import connect
-from activities.observability import configure_logging
-from activities.serve import serve_until_signalled
-from activities.settings import Settings
+from activities.settings import OrchestrationSettings
 from activities.worker import build_worker
+from core.artifacts import FileArtifactStore, open_store
+from core.connection import connect
+from core.observability import configure_logging
+from core.serve import serve_until_signalled
+from core.settings import ArtifactSettings, TemporalSettings
 from gpu_activity_worker.activities import MattingActivities
-from gpu_activity_worker.engines import StepSpec, register_step
+from gpu_activity_worker.engines import StepRegistry, StepSpec, builtin_steps
 from gpu_activity_worker.engines.base import MatteState, StepContext, StepRole
+from gpu_activity_worker.pipeline import Pipelines
+from gpu_activity_worker.settings import GpuWorkerSettings
 from gpu_activity_worker.worker import build_gpu_worker
 from starter.client import EmojiSetClient
-from starter.devstack import start_throwaway_server
-from workflows.contract import GPU_TASK_QUEUE, EmojiSetInput, MatteFrameInput, MatteFrameOutput, Phase
+from testkit.servers import start_throwaway_server
+from workflows.contract import GPU_TASK_QUEUE, ActivityName, EmojiSetInput, MatteFrameInput, MatteFrameOutput, Phase
 
 FRAMES, CANDIDATES = 12, 2
 
@@ -73,7 +76,11 @@ def _create_sleep_step(variant: str | None, context: StepContext) -> SleepStep:
     return SleepStep(int(variant or "500") / 1000)
 
 
-register_step(StepSpec("sleep", StepRole.COARSE, _create_sleep_step, variants=None, summary="benchmark stand-in"))
+def sleep_steps() -> StepRegistry:
+    """The built-in steps and ``sleep:<latency ms>``, the stand-in GPU engine."""
+    steps = builtin_steps()
+    steps.register(StepSpec("sleep", StepRole.COARSE, _create_sleep_step, variants=None, summary="benchmark stand-in"))
+    return steps
 
 
 @dataclass(frozen=True)
@@ -136,7 +143,7 @@ def _peak_in_flight(spans: list[tuple[datetime, datetime, datetime]]) -> int:
     return peak
 
 
-@activity.defn(name="matte_frame")
+@activity.defn(name=ActivityName.MATTE_FRAME)
 async def _sleep_only_matte(request: MatteFrameInput) -> MatteFrameOutput:
     """The floor: a matting activity that only sleeps L (no store, no image work); what the SDK and server cost."""
     await asyncio.sleep(int(request.pipeline.removeprefix("sleep:")) / 1000)
@@ -148,17 +155,11 @@ async def _sleep_only_matte(request: MatteFrameInput) -> MatteFrameOutput:
 async def _serve_gpu(address: str, artifact_root: str, config: WorkerConfig) -> None:
     """The GPU worker process: the real GPU worker serving the stand-in engine, or the sleep-only floor."""
     configure_logging("INFO")
-    settings = Settings(
-        _env_file=None,
-        temporal_address=address,
-        artifact_root=artifact_root,
-        gpu_concurrency=config.capacity,
-        gpu_prefetch=config.prefetch,
-    )
-    client = await connect(settings)
-    store = open_store(settings)
+    settings = GpuWorkerSettings(_env_file=None, gpu_concurrency=config.capacity, gpu_prefetch=config.prefetch)
+    client = await connect(TemporalSettings(_env_file=None, temporal_address=address))
+    store = open_store(ArtifactSettings(_env_file=None, artifact_root=artifact_root))
     if config.floor:
-        matting = MattingActivities(store, StepContext(), capacity=config.capacity, prefetch=0)
+        matting = MattingActivities(store, Pipelines(sleep_steps()), capacity=config.capacity, prefetch=0)
         worker = Worker(
             client,
             task_queue=GPU_TASK_QUEUE,
@@ -167,7 +168,7 @@ async def _serve_gpu(address: str, artifact_root: str, config: WorkerConfig) -> 
             activity_task_poller_behavior=PollerBehaviorSimpleMaximum(maximum=config.capacity),
         )
     else:
-        worker, matting = build_gpu_worker(client, settings, store)
+        worker, matting = build_gpu_worker(client, settings, store, steps=sleep_steps())
     try:
         await serve_until_signalled(worker)
     finally:
@@ -263,7 +264,7 @@ async def main(latency_s: float, capacities: list[int], repeat: int, floor: bool
     ]
     with tempfile.TemporaryDirectory() as tmp:
         artifact_root = Path(tmp).as_uri()
-        settings = Settings(_env_file=None, artifact_root=artifact_root, orchestration_activity_concurrency=8)
+        settings = OrchestrationSettings(_env_file=None, orchestration_activity_concurrency=8)
         env = await start_throwaway_server()
         orchestration, generation = build_worker(env.client, settings, FileArtifactStore(Path(tmp)))
         async with orchestration:

@@ -36,13 +36,14 @@ import numpy as np  # noqa: E402
 from PIL import Image, ImageDraw, ImageFont  # noqa: E402
 from scipy import ndimage  # noqa: E402
 
-from activities.settings import Settings  # noqa: E402
 from benchmarks.emoji_data import FLUENT_ANIM, OPENMOJI, SIZE, Clip, fluent_animations, openmoji_stills  # noqa: E402
-from gpu_activity_worker import metrics  # noqa: E402
+from gpu_activity_worker.engines import builtin_steps  # noqa: E402
 from gpu_activity_worker.engines.base import MatteState, MattingError, StepContext, UnsupportedImageError  # noqa: E402
 from gpu_activity_worker.engines.classical import FloodFillStep  # noqa: E402
-from gpu_activity_worker.pipeline import build_pipeline  # noqa: E402
+from gpu_activity_worker.pipeline import Pipelines  # noqa: E402
+from gpu_activity_worker.settings import GpuWorkerSettings  # noqa: E402
 from gpu_activity_worker.weights import WeightsMissingError  # noqa: E402
+from testkit import matting_metrics as metrics  # noqa: E402
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 NOISE_SIGMA = 3 / 255
@@ -143,8 +144,8 @@ def _floodfill_band(rgb: np.ndarray, background: np.ndarray) -> tuple[np.ndarray
     return alpha, np.dstack([_to_uint8(colour), _to_uint8(alpha)])
 
 
-def _pipeline_matter(name: str, context: StepContext) -> Matter:
-    pipeline = build_pipeline(name, context)
+def _pipeline_matter(pipelines: Pipelines, name: str) -> Matter:
+    pipeline = pipelines.build(name)
 
     def run(rgb: np.ndarray, background: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         result = pipeline.run(rgb)
@@ -153,17 +154,17 @@ def _pipeline_matter(name: str, context: StepContext) -> Matter:
     return run
 
 
-def _matters(context: StepContext) -> tuple[dict[str, Matter], dict[str, MattingError]]:
+def _matters(pipelines: Pipelines) -> tuple[dict[str, Matter], dict[str, MattingError]]:
     """The pipelines to run, and why each model pipeline that cannot be built was skipped."""
     matters: dict[str, Matter] = {
-        "classical": _pipeline_matter("classical", context),
+        "classical": _pipeline_matter(pipelines, "classical"),
         "floodfill+band (ref)": _floodfill_band,
         "colour-to-alpha (naive)": _naive,
     }
     skipped = {}
     for name in MODEL_PIPELINES:
         try:
-            matters[name] = _pipeline_matter(name, context)
+            matters[name] = _pipeline_matter(pipelines, name)
         except MattingError as err:
             skipped[name] = err
     return matters, skipped
@@ -494,7 +495,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "stills": openmoji_stills(args.stills),
     }
     backdrops = [b for b in _backdrops() if not args.only or b.name in args.only]
-    matters, skipped = _matters(StepContext(device="cpu", model_dir=Settings().model_dir))
+    context = StepContext(device="cpu", model_dir=GpuWorkerSettings().model_dir)
+    matters, skipped = _matters(Pipelines(builtin_steps(), context))
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)
     for name, err in skipped.items():

@@ -31,22 +31,25 @@ from pathlib import Path
 from pydantic import SecretStr
 from temporalio.client import Client
 
-from activities.artifacts import open_store
-from activities.settings import Settings
+from activities.settings import OrchestrationSettings
 from activities.worker import build_worker
-from benchmarks.dispatch import CANDIDATES, FRAMES, run_set
-from gpu_activity_worker.dispatcher import build_dispatcher_worker
-from starter.devstack import start_throwaway_server
-from tests.gpu_activity_worker.runpod_standin import EndpointConfig, RunPodStandIn
-from tests.s3_server import S3_KEYS, s3_server
+from benchmarks.dispatch import CANDIDATES, FRAMES, run_set, sleep_steps
+from core.artifacts import open_store
+from core.settings import ArtifactSettings
+from gpu_activity_worker.runpod.dispatcher import build_dispatcher_worker
+from gpu_activity_worker.runpod.settings import RunPodSettings
+from testkit.runpod_standin import EndpointConfig, RunPodStandIn
+from testkit.s3 import S3_KEYS, s3_server
+from testkit.servers import start_throwaway_server
 
 JOBS = FRAMES * CANDIDATES
 HANDLER_COMMAND = (
     sys.executable,
     "-c",
-    "import benchmarks.dispatch; from gpu_activity_worker.runpod_handler import main; main()",
+    "from benchmarks.dispatch import sleep_steps; from gpu_activity_worker.runpod.handler import main; "
+    "main(sleep_steps())",
 )
-"""An endpoint worker: our real handler, with the ``sleep`` engine that importing benchmarks.dispatch registers."""
+"""An endpoint worker: our real handler, with the ``sleep`` engine of benchmarks.dispatch."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,8 @@ class Bench:
     """What every run shares."""
 
     client: Client
-    settings: Settings
+    artifacts: ArtifactSettings
+    runpod: RunPodSettings
     worker_env: dict[str, str]
     latency_ms: int
     cold_start_s: float
@@ -89,7 +93,7 @@ async def endpoint_with(bench: Bench, workers: int, *, warm: bool) -> AsyncItera
         log_dir=bench.log_dir,
     )
     async with RunPodStandIn(config) as endpoint:
-        settings = bench.settings.model_copy(
+        settings = bench.runpod.model_copy(
             update={
                 "runpod_endpoint_id": config.endpoint_id,
                 "runpod_api_key": SecretStr(config.api_key),
@@ -97,7 +101,9 @@ async def endpoint_with(bench: Bench, workers: int, *, warm: bool) -> AsyncItera
                 "runpod_workers": workers,
             }
         )
-        worker, dispatcher = build_dispatcher_worker(bench.client, settings, open_store(settings))
+        worker, dispatcher = build_dispatcher_worker(
+            bench.client, settings, open_store(bench.artifacts), inline=False, steps=sleep_steps()
+        )
         try:
             async with worker:
                 if warm:
@@ -185,7 +191,7 @@ async def main(latency_s: float, poll_s: float, cold_start_s: float, worker_coun
     latency_ms = round(latency_s * 1000)
     with s3_server("bench") as s3_env, tempfile.TemporaryDirectory() as tmp:
         env = await start_throwaway_server()
-        settings = Settings(
+        artifacts = ArtifactSettings(
             _env_file=None,
             data_dir=Path(tmp),
             artifact_root=s3_env["POPCON_ARTIFACT_ROOT"],
@@ -193,17 +199,20 @@ async def main(latency_s: float, poll_s: float, cold_start_s: float, worker_coun
             s3_access_key_id=S3_KEYS["POPCON_S3_ACCESS_KEY_ID"],
             s3_secret_access_key=SecretStr(S3_KEYS["POPCON_S3_SECRET_ACCESS_KEY"]),
             s3_region=S3_KEYS["POPCON_S3_REGION"],
-            runpod_poll_interval_s=poll_s,
-            orchestration_activity_concurrency=8,
         )
+        runpod = RunPodSettings(_env_file=None, runpod_poll_interval_s=poll_s)
         worker_env = {
             **s3_env,
             "OMP_NUM_THREADS": "1",
             "POPCON_RUNPOD_PRELOAD_PIPELINE": f"sleep:{latency_ms}",
             "RUNPOD_LOG_LEVEL": "WARN",
         }
-        bench = Bench(env.client, settings, worker_env, latency_ms, cold_start_s, Path(tmp))
-        orchestration, generation = build_worker(env.client, settings, open_store(settings))
+        bench = Bench(env.client, artifacts, runpod, worker_env, latency_ms, cold_start_s, Path(tmp))
+        orchestration, generation = build_worker(
+            env.client,
+            OrchestrationSettings(_env_file=None, orchestration_activity_concurrency=8),
+            open_store(artifacts),
+        )
         async with orchestration:
             runs = [await warm_runs(bench, workers) for workers in worker_counts]
             cold, warm, cold_starts = await cold_runs(bench, 3)

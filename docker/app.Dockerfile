@@ -18,6 +18,7 @@ RUN python -m venv "$VIRTUAL_ENV" && useradd --create-home --uid 10001 popcon
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY workflows workflows
+COPY core core
 COPY activities activities
 COPY gpu_activity_worker gpu_activity_worker
 COPY starter starter

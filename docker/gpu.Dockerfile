@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1
 # The GPU image: the matting engines with their weights baked in. One image, two entry points (gpu-entrypoint.sh):
 # the RunPod Serverless handler (default) or the Temporal GPU worker (`worker`, for a RunPod Pod or any CUDA box).
+# It holds only what the GPU worker imports: the contract (workflows), the shared core and gpu_activity_worker; the
+# orchestration worker's activities and the CLI stay out (tests/test_import_graph.py keeps the GPU side apart).
 #
 #   docker build -f docker/gpu.Dockerfile -t popcon-gpu .                                  (from the repository root)
 #   docker build -f docker/gpu.Dockerfile --build-arg WEIGHTS="rembg-isnet-anime birefnet-general" -t popcon-gpu .
@@ -29,13 +31,13 @@ RUN python3.11 -m venv "$VIRTUAL_ENV"
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY workflows workflows
-COPY activities activities
+COPY core core
 COPY gpu_activity_worker gpu_activity_worker
-COPY starter starter
-RUN pip install ".[gpu,s3,runpod]"
+# The project's `popcon` script would point at the CLI, which is not in this image.
+RUN pip install ".[gpu,s3,runpod]" && rm "$VIRTUAL_ENV/bin/popcon"
 
 # Weights are fetched at build time: workers start without network access to model hosts and never download.
-RUN if [ -n "$WEIGHTS" ]; then popcon models fetch $WEIGHTS; fi
+RUN if [ -n "$WEIGHTS" ]; then python -m gpu_activity_worker.weights fetch $WEIGHTS; fi
 
 COPY --chmod=755 docker/gpu-entrypoint.sh /usr/local/bin/gpu-entrypoint
 ENTRYPOINT ["gpu-entrypoint"]

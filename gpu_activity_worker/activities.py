@@ -18,13 +18,20 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
-from activities.artifacts import ArtifactError, ArtifactStore
+from core.artifacts import ArtifactError, ArtifactStore
 from gpu_activity_worker import matting
-from gpu_activity_worker.engines.base import MattingError, StepContext
+from gpu_activity_worker.engines.base import MattingError
+from gpu_activity_worker.pipeline import Pipelines
 from gpu_activity_worker.slots import FrameCancelledError, GpuGate, PrefetchSlotSupplier
-from workflows.contract import DescribePipelineInput, MatteFrameInput, MatteFrameOutput, PipelineDescription
+from workflows.contract import (
+    ActivityName,
+    DescribePipelineInput,
+    FailureType,
+    MatteFrameInput,
+    MatteFrameOutput,
+    PipelineDescription,
+)
 
 T = TypeVar("T")
 HEARTBEAT_EVERY_S = 5.0
@@ -69,18 +76,18 @@ class _GpuTurn:
 
 
 class MattingActivities:
-    """Matting activities sharing one step context (device, weights folder), the pipelines built from it and the GPU.
+    """Matting activities sharing the worker's pipelines (built once, with one device and weights folder) and its GPU.
 
     Args:
         store: Where sources are read and cut-outs stored.
-        context: Device and weights folder of the pipelines' steps.
+        pipelines: The worker's pipelines.
         capacity: Frames on the GPU at once.
         prefetch: Frames taken ahead while the GPU is full; they wait, read and decoded, for a GPU slot.
     """
 
-    def __init__(self, store: ArtifactStore, context: StepContext, *, capacity: int, prefetch: int) -> None:
+    def __init__(self, store: ArtifactStore, pipelines: Pipelines, *, capacity: int, prefetch: int) -> None:
         self._store = store
-        self._context = context
+        self._pipelines = pipelines
         self.gate = GpuGate(capacity)
         """Frames on this worker's GPU, waiting for it and finishing after it."""
         self.slot_supplier = PrefetchSlotSupplier(self.gate, prefetch)
@@ -118,12 +125,11 @@ class MattingActivities:
             job.add_done_callback(_log_late_failure)
             raise
         except FrameCancelledError as err:
-            raise ApplicationError(
-                "this GPU worker is shutting down before the frame's turn on the GPU", type="WorkerShutdown"
+            raise FailureType.WORKER_SHUTDOWN.error(
+                "this GPU worker is shutting down before the frame's turn on the GPU"
             ) from err
         except (MattingError, ArtifactError) as err:
-            kind, retryable = matting.failure_type(err)
-            raise ApplicationError(str(err), type=kind, non_retryable=not retryable) from err
+            raise matting.failure_type(err).error(str(err)) from err
         finally:
             if shutdown is not None:
                 shutdown.cancel()
@@ -131,18 +137,18 @@ class MattingActivities:
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
-    @activity.defn(name="describe_pipeline")
+    @activity.defn(name=ActivityName.DESCRIBE_PIPELINE)
     async def describe_pipeline(self, request: DescribePipelineInput) -> PipelineDescription:
         """Build the pipeline (loading its weights) and say where it runs; ``UnknownPipeline`` if it cannot exist."""
-        return await self._in_thread(lambda: matting.describe(request, self._context))
+        return await self._in_thread(lambda: matting.describe(request, self._pipelines))
 
-    @activity.defn(name="matte_frame")
+    @activity.defn(name=ActivityName.MATTE_FRAME)
     async def matte_frame(self, request: MatteFrameInput) -> MatteFrameOutput:
         """Cut one candidate out of its background, store the RGBA PNG and score it for the auto-pick."""
         turn = _GpuTurn(self.gate)
         try:
             output = await self._in_thread(
-                lambda: matting.matte(request, self._store, self._context, turn.hold()), turn
+                lambda: matting.matte(request, self._store, self._pipelines, turn.hold()), turn
             )
         finally:
             if turn.taken:

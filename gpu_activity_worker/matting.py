@@ -14,38 +14,30 @@ import time
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from activities.artifacts import ArtifactError, ArtifactStore
-from gpu_activity_worker.engines.base import MattingError, PipelineError, StepContext, UnsupportedImageError
-from gpu_activity_worker.pipeline import MattingPipeline, build_pipeline
+from core.artifacts import ArtifactError, ArtifactStore
+from gpu_activity_worker.engines.base import CorruptImageError, MattingError
+from gpu_activity_worker.pipeline import MattingPipeline, Pipelines
 from gpu_activity_worker.scoring import score_matte
-from gpu_activity_worker.weights import WeightsMissingError
-from workflows.contract import DescribePipelineInput, MatteFrameInput, MatteFrameOutput, PipelineDescription
-
-NON_RETRYABLE_TYPES = ("UnknownPipeline", "UnsupportedImage", "CorruptImage", "WeightsMissing")
-"""Failure types a retry cannot fix; the workflow's retry policy lists the same names."""
-
-
-class CorruptImageError(MattingError):
-    """The source bytes are not a readable image."""
+from workflows.contract import (
+    DescribePipelineInput,
+    FailureType,
+    MatteFrameInput,
+    MatteFrameOutput,
+    PipelineDescription,
+)
 
 
-def failure_type(err: BaseException) -> tuple[str, bool]:
-    """(type name, retryable) of a matting failure, for Temporal's ApplicationError and RunPod's error string."""
-    for cls, name in (
-        (PipelineError, "UnknownPipeline"),
-        (UnsupportedImageError, "UnsupportedImage"),
-        (CorruptImageError, "CorruptImage"),
-        (WeightsMissingError, "WeightsMissing"),
-        (ArtifactError, "ArtifactError"),
-    ):
-        if isinstance(err, cls):
-            return name, name not in NON_RETRYABLE_TYPES
-    return type(err).__name__, True
+def failure_type(err: BaseException) -> FailureType:
+    """How a matting failure is reported, for Temporal's ApplicationError and RunPod's error string: the error's own
+    type for ours, ``MattingError`` (retryable) for anything unforeseen."""
+    if isinstance(err, MattingError | ArtifactError):
+        return err.failure_type
+    return FailureType.MATTING_FAILED
 
 
-def describe(request: DescribePipelineInput, context: StepContext) -> PipelineDescription:
+def describe(request: DescribePipelineInput, pipelines: Pipelines) -> PipelineDescription:
     """Build the pipeline (loading its weights) and say where it runs."""
-    pipeline = build_pipeline(request.pipeline, context)
+    pipeline = pipelines.build(request.pipeline)
     return PipelineDescription(
         pipeline=request.pipeline, steps=pipeline.step_names, device=pipeline.device, precision=pipeline.precision
     )
@@ -54,7 +46,7 @@ def describe(request: DescribePipelineInput, context: StepContext) -> PipelineDe
 def matte(
     request: MatteFrameInput,
     store: ArtifactStore,
-    context: StepContext,
+    pipelines: Pipelines,
     gpu_slot: contextlib.AbstractContextManager[object] | None = None,
 ) -> MatteFrameOutput:
     """Cut one candidate out of its background, store the RGBA PNG and score it. Blocking: run it in a thread.
@@ -62,13 +54,13 @@ def matte(
     Args:
         request: The candidate, the pipeline, and where to store the cut-out.
         store: The artifact store holding the source and receiving the cut-out.
-        context: Device and weights folder of the pipeline's steps.
+        pipelines: The worker's pipelines; the request's is built on first use.
         gpu_slot: Held while the pipeline's steps run (see :class:`gpu_activity_worker.slots.GpuGate`); reading,
             decoding and converting happen before, converting, storing and scoring after, so they overlap other
             frames' GPU time.
     """
     started = time.perf_counter()
-    pipeline: MattingPipeline = build_pipeline(request.pipeline, context)
+    pipeline: MattingPipeline = pipelines.build(request.pipeline)
     rgb = decode_rgb(store.get(request.source), request.source.uri)
     result = pipeline.run(rgb, gpu_slot)
     height, width = result.alpha.shape

@@ -3,11 +3,12 @@
 A pipeline name is steps joined by '+', each ``engine`` or ``engine:variant``
 (:data:`~workflows.contract.PIPELINE_PATTERN`). A step name may also be an alias for several steps
 (:data:`ALIASES`; ``classical`` is the weight-free default). The first step must be a coarse step (it makes the
-alpha) and the others refiners; :func:`parse_pipeline` checks all of this from the registry alone, without importing
-or loading any engine, so a bad name is rejected before any work.
+alpha) and the others refiners; :meth:`Pipelines.parse` checks all of this from the step registry alone, without
+importing or loading any engine, so a bad name is rejected before any work.
 
-:func:`build_pipeline` builds each pipeline once per process, and each step once per process even when several
-pipelines share it (that is where model weights load); the built pipelines are shared by concurrent activities.
+A worker makes one :class:`Pipelines` from its step registry and step context. :meth:`Pipelines.build` builds each
+pipeline once, and each step once even when several pipelines share it (that is where model weights load); the
+built pipelines are shared by concurrent activities.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpu_activity_worker.batching import batched
-from gpu_activity_worker.engines import StepSpec, known_steps, step_spec
+from gpu_activity_worker.engines import StepRegistry, StepSpec
 from gpu_activity_worker.engines.base import (
     InvalidPipelineError,
     MatteResult,
@@ -48,17 +49,6 @@ class StepRef:
         return self.engine if self.variant is None else f"{self.engine}:{self.variant}"
 
 
-def _spec(ref: StepRef, pipeline: str) -> StepSpec:
-    try:
-        return step_spec(ref.engine)
-    except UnknownPipelineError:
-        aliases = ", ".join(f"{alias} = {'+'.join(steps)}" for alias, steps in sorted(ALIASES.items()))
-        raise UnknownPipelineError(
-            f"unknown matting step {ref.engine!r} in pipeline {pipeline!r}; known steps: {', '.join(known_steps())}; "
-            f"aliases: {aliases}"
-        ) from None
-
-
 def _expand(name: str) -> list[StepRef]:
     refs: list[StepRef] = []
     for token in name.split("+"):
@@ -72,39 +62,6 @@ def _expand(name: str) -> list[StepRef]:
     return refs
 
 
-def parse_pipeline(name: str) -> tuple[StepRef, ...]:
-    """The steps of a pipeline name, checked against the registry (nothing is imported or loaded).
-
-    Raises:
-        InvalidPipelineError: Bad syntax, an unknown variant, a refiner first, a second coarse step, a repeated step.
-        UnknownPipelineError: A step no engine provides; the message lists the known steps and aliases.
-    """
-    if not PIPELINE_PATTERN.fullmatch(name):
-        raise InvalidPipelineError(
-            f"matting pipeline {name!r} is not a valid name: steps joined by '+', each 'engine' or 'engine:variant', "
-            "e.g. 'classical' or 'rembg:isnet-anime+defringe'"
-        )
-    refs = _expand(name)
-    specs = [_spec(ref, name) for ref in refs]
-    for ref, spec in zip(refs, specs, strict=True):
-        spec.check_variant(ref.variant)
-    if specs[0].role is not StepRole.COARSE:
-        raise InvalidPipelineError(
-            f"pipeline {name!r} starts with {refs[0]}, a refiner: it needs a coarse step before it that makes the "
-            f"alpha, e.g. 'floodfill+{refs[0]}'"
-        )
-    for ref, spec in zip(refs[1:], specs[1:], strict=True):
-        if spec.role is StepRole.COARSE:
-            raise InvalidPipelineError(
-                f"pipeline {name!r} has a second coarse step {ref} after {refs[0]}: only the first step makes the alpha"
-            )
-    engines = [ref.engine for ref in refs]
-    repeated = sorted({engine for engine in engines if engines.count(engine) > 1})
-    if repeated:
-        raise InvalidPipelineError(f"pipeline {name!r} uses {', '.join(repeated)} more than once")
-    return tuple(refs)
-
-
 def _joined(values: Sequence[str]) -> str:
     """Distinct values in order, joined by '+': ``cuda+cpu`` for a GPU model followed by a CPU refiner."""
     return "+".join(dict.fromkeys(values))
@@ -115,7 +72,7 @@ def _to_uint8(values: np.ndarray) -> np.ndarray:
 
 
 class MattingPipeline:
-    """A built pipeline: its steps, ready to run. Thread-safe; get one with :func:`build_pipeline`."""
+    """A built pipeline: its steps, ready to run. Thread-safe; get one with :meth:`Pipelines.build`."""
 
     def __init__(self, name: str, refs: Sequence[StepRef], steps: Sequence[MattingStep]) -> None:
         self.name = name
@@ -165,37 +122,92 @@ class MattingPipeline:
         return MatteResult(rgba=rgba, alpha=alpha, device=self.device, precision=self.precision)
 
 
-_lock = threading.RLock()
-_steps: dict[tuple[StepRef, StepContext], MattingStep] = {}
-_pipelines: dict[tuple[str, StepContext], MattingPipeline] = {}
+class Pipelines:
+    """The matting pipelines of one worker: names checked against its step registry, pipelines and steps built once.
 
-
-def _built_step(ref: StepRef, context: StepContext) -> MattingStep:
-    """The step for ``ref``, built on first use (under the lock: a model loads its weights once, not per caller).
-
-    A batchable step is wrapped in its micro-batcher here, once, so every caller of the step shares the batcher.
-    """
-    with _lock:
-        step = _steps.get((ref, context))
-        if step is None:
-            step = _steps[(ref, context)] = batched(step_spec(ref.engine).load_factory()(ref.variant, context), context)
-        return step
-
-
-def build_pipeline(name: str, context: StepContext | None = None) -> MattingPipeline:
-    """The pipeline called ``name``, built on first use and then shared by every caller in this process.
+    Thread-safe: concurrent activities share it and the pipelines it builds.
 
     Args:
-        name: A pipeline name, e.g. ``classical`` or ``rembg:isnet-anime+defringe``.
-        context: Device and weights folder for the steps; ``None`` is the default :class:`StepContext`.
-
-    Raises:
-        PipelineError: The name is not usable (see :func:`parse_pipeline`).
+        registry: The steps pipeline names may use.
+        context: Device, weights folder and batching of every step built; ``None`` is the default
+            :class:`StepContext`.
     """
-    ctx = context or StepContext()
-    with _lock:
-        pipeline = _pipelines.get((name, ctx))
-        if pipeline is None:
-            refs = parse_pipeline(name)
-            pipeline = _pipelines[(name, ctx)] = MattingPipeline(name, refs, [_built_step(ref, ctx) for ref in refs])
-        return pipeline
+
+    def __init__(self, registry: StepRegistry, context: StepContext | None = None) -> None:
+        self._registry = registry
+        self._context = context or StepContext()
+        self._lock = threading.RLock()
+        self._steps: dict[StepRef, MattingStep] = {}
+        self._pipelines: dict[str, MattingPipeline] = {}
+
+    def parse(self, name: str) -> tuple[StepRef, ...]:
+        """The steps of a pipeline name, checked against the registry (nothing is imported or loaded).
+
+        Raises:
+            InvalidPipelineError: Bad syntax, an unknown variant, a refiner first, a second coarse step, a repeated
+                step.
+            UnknownPipelineError: A step no engine provides; the message lists the known steps and aliases.
+        """
+        if not PIPELINE_PATTERN.fullmatch(name):
+            raise InvalidPipelineError(
+                f"matting pipeline {name!r} is not a valid name: steps joined by '+', each 'engine' or "
+                "'engine:variant', e.g. 'classical' or 'rembg:isnet-anime+defringe'"
+            )
+        refs = _expand(name)
+        specs = [self._spec(ref, name) for ref in refs]
+        for ref, spec in zip(refs, specs, strict=True):
+            spec.check_variant(ref.variant)
+        if specs[0].role is not StepRole.COARSE:
+            raise InvalidPipelineError(
+                f"pipeline {name!r} starts with {refs[0]}, a refiner: it needs a coarse step before it that makes the "
+                f"alpha, e.g. 'floodfill+{refs[0]}'"
+            )
+        for ref, spec in zip(refs[1:], specs[1:], strict=True):
+            if spec.role is StepRole.COARSE:
+                raise InvalidPipelineError(
+                    f"pipeline {name!r} has a second coarse step {ref} after {refs[0]}: "
+                    "only the first step makes the alpha"
+                )
+        engines = [ref.engine for ref in refs]
+        repeated = sorted({engine for engine in engines if engines.count(engine) > 1})
+        if repeated:
+            raise InvalidPipelineError(f"pipeline {name!r} uses {', '.join(repeated)} more than once")
+        return tuple(refs)
+
+    def build(self, name: str) -> MattingPipeline:
+        """The pipeline called ``name``, built on first use and then shared by every caller.
+
+        Args:
+            name: A pipeline name, e.g. ``classical`` or ``rembg:isnet-anime+defringe``.
+
+        Raises:
+            PipelineError: The name is not usable (see :meth:`parse`).
+        """
+        with self._lock:
+            pipeline = self._pipelines.get(name)
+            if pipeline is None:
+                refs = self.parse(name)
+                pipeline = self._pipelines[name] = MattingPipeline(name, refs, [self._built_step(ref) for ref in refs])
+            return pipeline
+
+    def _built_step(self, ref: StepRef) -> MattingStep:
+        """The step for ``ref``, built on first use (under the lock: a model loads its weights once, not per caller).
+
+        A batchable step is wrapped in its micro-batcher here, once, so every caller of the step shares the batcher.
+        """
+        with self._lock:
+            step = self._steps.get(ref)
+            if step is None:
+                factory = self._registry.spec(ref.engine).load_factory()
+                step = self._steps[ref] = batched(factory(ref.variant, self._context), self._context)
+            return step
+
+    def _spec(self, ref: StepRef, pipeline: str) -> StepSpec:
+        try:
+            return self._registry.spec(ref.engine)
+        except UnknownPipelineError:
+            aliases = ", ".join(f"{alias} = {'+'.join(steps)}" for alias, steps in sorted(ALIASES.items()))
+            raise UnknownPipelineError(
+                f"unknown matting step {ref.engine!r} in pipeline {pipeline!r}; "
+                f"known steps: {', '.join(self._registry.names())}; aliases: {aliases}"
+            ) from None

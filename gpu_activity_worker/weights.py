@@ -21,10 +21,13 @@ from urllib.parse import urlparse
 import httpx
 
 from gpu_activity_worker.engines.base import MattingError
+from workflows.contract import FailureType
 
 
 class WeightsMissingError(MattingError):
     """A weight set is not in the model folder. Retrying does not help: fetch it first."""
+
+    failure_type = FailureType.WEIGHTS_MISSING
 
 
 class FetchError(Exception):
@@ -33,11 +36,19 @@ class FetchError(Exception):
 
 @dataclass(frozen=True)
 class UrlFile:
-    """One file downloaded from a URL, checked against its sha256 when known."""
+    """One file downloaded from a URL, checked against the digests its publisher gives.
+
+    Attributes:
+        url: Where the file is downloaded from.
+        filename: Its name in the weight set's folder.
+        sha256: Its sha256 (hex), when published.
+        md5: Its md5 (hex), when that is all the publisher gives (rembg pins its release assets by md5).
+    """
 
     url: str
     filename: str
     sha256: str | None = None
+    md5: str | None = None
 
 
 @dataclass(frozen=True)
@@ -66,32 +77,50 @@ class ModelWeights:
     source: UrlFile | HubSnapshot
 
 
-_REMBG_RELEASE = "https://github.com/danielgatis/rembg/releases/download/v0.0.0"
+_REMBG_RELEASE = "https://github.com/danielgatis/rembg/releases/download/v0.0.0"  # md5s: rembg/sessions/*.py
 _SAM2_RELEASE = "https://dl.fbaipublicfiles.com/segment_anything_2/092824"  # checkpoints/download_ckpts.sh
 
 CATALOGUE: dict[str, ModelWeights] = {
     weights.name: weights
     for weights in (
         # rembg ONNX sessions, stored as <model_dir>/rembg-<session>/<session>.onnx
-        ModelWeights("rembg-u2net", "rembg", "Apache-2.0", UrlFile(f"{_REMBG_RELEASE}/u2net.onnx", "u2net.onnx")),
-        ModelWeights("rembg-u2netp", "rembg", "Apache-2.0", UrlFile(f"{_REMBG_RELEASE}/u2netp.onnx", "u2netp.onnx")),
+        ModelWeights(
+            "rembg-u2net",
+            "rembg",
+            "Apache-2.0",
+            UrlFile(f"{_REMBG_RELEASE}/u2net.onnx", "u2net.onnx", md5="60024c5c889badc19c04ad937298a77b"),
+        ),
+        ModelWeights(
+            "rembg-u2netp",
+            "rembg",
+            "Apache-2.0",
+            UrlFile(f"{_REMBG_RELEASE}/u2netp.onnx", "u2netp.onnx", md5="8e83ca70e441ab06c318d82300c84806"),
+        ),
         ModelWeights(
             "rembg-isnet-anime",
             "rembg",
             "Apache-2.0",
-            UrlFile(f"{_REMBG_RELEASE}/isnet-anime.onnx", "isnet-anime.onnx"),
+            UrlFile(f"{_REMBG_RELEASE}/isnet-anime.onnx", "isnet-anime.onnx", md5="6f184e756bb3bd901c8849220a83e38e"),
         ),
         ModelWeights(
             "rembg-birefnet-general",
             "rembg",
             "MIT",
-            UrlFile(f"{_REMBG_RELEASE}/BiRefNet-general-epoch_244.onnx", "birefnet-general.onnx"),
+            UrlFile(
+                f"{_REMBG_RELEASE}/BiRefNet-general-epoch_244.onnx",
+                "birefnet-general.onnx",
+                md5="7a35a0141cbbc80de11d9c9a28f52697",
+            ),
         ),
         ModelWeights(
             "rembg-birefnet-general-lite",
             "rembg",
             "MIT",
-            UrlFile(f"{_REMBG_RELEASE}/BiRefNet-general-bb_swin_v1_tiny-epoch_232.onnx", "birefnet-general-lite.onnx"),
+            UrlFile(
+                f"{_REMBG_RELEASE}/BiRefNet-general-bb_swin_v1_tiny-epoch_232.onnx",
+                "birefnet-general-lite.onnx",
+                md5="4fab47adc4ff364be1713e97b7e66334",
+            ),
         ),
         ModelWeights(
             "birefnet-general",
@@ -114,6 +143,7 @@ CATALOGUE: dict[str, ModelWeights] = {
                 allow_patterns=("birefnet.py", "BiRefNet_config.py", "config.json", "model.safetensors"),
             ),
         ),
+        # Unpinned: Meta publishes no checksum for these (not in download_ckpts.sh, not in the sam2 package).
         *(
             ModelWeights(
                 f"sam2.1-hiera-{size}",
@@ -207,20 +237,23 @@ def fetch(model_dir: Path, name: str, *, timeout_s: float = 60.0) -> Path:
 
 def _download(source: UrlFile, folder: Path, timeout_s: float) -> None:
     target = folder / source.filename
-    digest = hashlib.sha256()
+    pins = {name: pin for name, pin in (("sha256", source.sha256), ("md5", source.md5)) if pin}
+    digests = {name: hashlib.new(name) for name in pins}
     try:
         with httpx.stream("GET", source.url, follow_redirects=True, timeout=timeout_s) as answer:
             answer.raise_for_status()
             with target.open("wb") as out:
                 for chunk in answer.iter_bytes(1 << 20):
-                    digest.update(chunk)
+                    for digest in digests.values():
+                        digest.update(chunk)
                     out.write(chunk)
     except httpx.TransportError as err:
         raise FetchError(f"no network: could not reach {urlparse(source.url).hostname} ({err})") from err
     except httpx.HTTPStatusError as err:
         raise FetchError(f"{source.url} answered {err.response.status_code}") from err
-    if source.sha256 and digest.hexdigest() != source.sha256:
-        raise FetchError(f"{source.url}: sha256 {digest.hexdigest()} does not match the catalogue's {source.sha256}")
+    for name, pin in pins.items():
+        if (got := digests[name].hexdigest()) != pin.lower():
+            raise FetchError(f"{source.url}: {name} {got} does not match the catalogue's {pin}")
 
 
 def _snapshot(source: HubSnapshot, folder: Path) -> None:
@@ -228,7 +261,9 @@ def _snapshot(source: HubSnapshot, folder: Path) -> None:
         from huggingface_hub import snapshot_download
         from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
     except ImportError as err:
-        raise FetchError("fetching Hub models needs the gpu extra: pip install -e '.[gpu]'") from err
+        raise FetchError(
+            f"fetching {source.repo_id} from the Hugging Face Hub needs the gpu extra: pip install -e '.[gpu]'"
+        ) from err
     try:
         snapshot_download(
             source.repo_id,

@@ -7,31 +7,38 @@ from datetime import timedelta
 from temporalio.client import Client
 from temporalio.worker import FixedSizeSlotSupplier, PollerBehaviorSimpleMaximum, Worker, WorkerTuner
 
-from activities.artifacts import ArtifactStore, open_store
-from activities.connection import connect
-from activities.observability import configure_logging, temporal_runtime
-from activities.serve import serve_until_signalled
-from activities.settings import Settings
+from core.artifacts import ArtifactStore, open_store
+from core.connection import connect
+from core.observability import configure_logging, temporal_runtime
+from core.serve import serve_until_signalled
+from core.settings import ArtifactSettings, ObservabilitySettings, TemporalSettings
 from gpu_activity_worker.activities import MattingActivities
-from gpu_activity_worker.engines.base import StepContext
+from gpu_activity_worker.engines import StepRegistry, builtin_steps
+from gpu_activity_worker.pipeline import Pipelines
+from gpu_activity_worker.settings import GpuWorkerSettings
 from workflows.contract import GPU_TASK_QUEUE
 
 
-def build_gpu_worker(client: Client, settings: Settings, store: ArtifactStore) -> tuple[Worker, MattingActivities]:
+def build_gpu_worker(
+    client: Client, settings: GpuWorkerSettings, store: ArtifactStore, *, steps: StepRegistry | None = None
+) -> tuple[Worker, MattingActivities]:
     """A worker serving the GPU queue with the in-process engines: ``gpu_concurrency`` frames on the GPU, and up to
     ``gpu_prefetch`` more taken ahead while it is full (see :mod:`gpu_activity_worker.slots`).
 
-    Returns the worker and its activities (close them once the worker has stopped).
+    Args:
+        client: The Temporal client the worker polls with.
+        settings: Device, weights folder, batching, GPU capacity and prefetch.
+        store: Where sources are read and cut-outs stored.
+        steps: The steps pipelines may use; ``None`` is :func:`~gpu_activity_worker.engines.builtin_steps`.
+
+    Returns:
+        The worker and its activities (close them once the worker has stopped).
     """
+    # A batch can only fill from concurrent activities: a larger one would wait out its timeout every time.
+    context = settings.step_context(max_batch=settings.gpu_concurrency)
     matting = MattingActivities(
         store,
-        StepContext(
-            device=settings.matting_device,
-            model_dir=settings.model_dir,
-            # A batch can only fill from concurrent activities: a larger one would wait out its timeout every time.
-            max_batch=min(settings.matting_max_batch, settings.gpu_concurrency),
-            max_batch_wait_ms=settings.matting_batch_wait_ms,
-        ),
+        Pipelines(builtin_steps() if steps is None else steps, context),
         capacity=settings.gpu_concurrency,
         prefetch=settings.gpu_prefetch_frames(),
     )
@@ -54,10 +61,10 @@ def build_gpu_worker(client: Client, settings: Settings, store: ArtifactStore) -
 
 
 async def main() -> None:
-    settings = Settings()
-    configure_logging(settings.log_level)
-    client = await connect(settings, temporal_runtime(settings.metrics_bind))
-    worker, matting = build_gpu_worker(client, settings, open_store(settings))
+    observability = ObservabilitySettings()
+    configure_logging(observability.log_level)
+    client = await connect(TemporalSettings(), temporal_runtime(observability.metrics_bind))
+    worker, matting = build_gpu_worker(client, GpuWorkerSettings(), open_store(ArtifactSettings()))
     try:
         await serve_until_signalled(worker)
     finally:

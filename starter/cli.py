@@ -14,11 +14,13 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from activities.settings import Settings
+from core.settings import ArtifactSettings, TemporalSettings
 from gpu_activity_worker import weights as weights_catalogue
+from gpu_activity_worker.fetch_weights import fetch_each
+from gpu_activity_worker.settings import GpuWorkerSettings
 from starter import demo as demo_module
 from starter.client import EmojiSetClient, EmojiSetError
-from starter.devstack import DevStack
+from starter.devstack import DevStack, DevStackSettings
 from starter.download import download_result
 from starter.runpod_cli import app as runpod_app
 from starter.watch import watch_until
@@ -54,7 +56,7 @@ def _run(coroutine: Coroutine[Any, Any, T]) -> T:
 
 
 async def _client() -> EmojiSetClient:
-    return await EmojiSetClient.connect(Settings())
+    return await EmojiSetClient.connect(TemporalSettings())
 
 
 @app.command()
@@ -66,19 +68,32 @@ def presets() -> None:
     console.print(table)
 
 
+def _default(field: str) -> Any:
+    """The contract's default for an ``EmojiSetInput`` field: the CLI shows it and never restates it."""
+    return EmojiSetInput.model_fields[field].get_default(call_default_factory=True)
+
+
+_REVIEW = ReviewPolicy()
+
+
 @app.command()
 def start(
     prompt: Annotated[str, typer.Option("--prompt", "-p", help="The character, e.g. 'a round orange cat'.")],
-    pose: Annotated[list[str] | None, typer.Option("--pose", help="A pose preset; repeat for several.")] = None,
-    frames: Annotated[int, typer.Option(help="Frames per emoji.")] = 12,
-    candidates: Annotated[int, typer.Option(help="Candidates per frame.")] = 2,
-    style: Annotated[str, typer.Option()] = "flat cartoon sticker",
-    pipeline: Annotated[str, typer.Option(help="Matting pipeline.")] = "classical",
-    generator: Annotated[str, typer.Option()] = "procedural",
-    seed: Annotated[int, typer.Option()] = 0,
-    owner: Annotated[str, typer.Option()] = "",
-    deadline_hours: Annotated[float, typer.Option(help="Review deadline in hours.")] = 24.0,
-    on_deadline: Annotated[DeadlinePolicy, typer.Option()] = DeadlinePolicy.AUTO_APPROVE,
+    pose: Annotated[
+        list[str] | None,
+        typer.Option("--pose", help=f"A pose preset; repeat for several (default: {', '.join(DEFAULT_POSES)})."),
+    ] = None,
+    frames: Annotated[int, typer.Option(help="Frames per emoji.")] = _default("frames_per_emoji"),
+    candidates: Annotated[int, typer.Option(help="Candidates per frame.")] = _default("candidates_per_frame"),
+    style: Annotated[str, typer.Option()] = _default("style"),
+    pipeline: Annotated[str, typer.Option(help="Matting pipeline.")] = _default("matting_pipeline"),
+    generator: Annotated[str, typer.Option()] = _default("generator"),
+    seed: Annotated[int, typer.Option()] = _default("seed"),
+    owner: Annotated[str, typer.Option()] = _default("owner"),
+    deadline_hours: Annotated[float, typer.Option(help="Review deadline in hours.")] = (
+        _REVIEW.deadline.total_seconds() / 3600
+    ),
+    on_deadline: Annotated[DeadlinePolicy, typer.Option()] = _REVIEW.on_deadline,
     set_id: Annotated[str | None, typer.Option(help="Choose the set id (idempotent start).")] = None,
     watch: Annotated[bool, typer.Option(help="Show a progress bar until the set awaits review.")] = False,
 ) -> None:
@@ -218,7 +233,7 @@ def result(
         if out is None:
             console.print_json(finished.model_dump_json(exclude={"state"}))
             return
-        for path in download_result(finished, out, Settings()):
+        for path in download_result(finished, out, ArtifactSettings()):
             console.print(str(path))
 
     _run(go())
@@ -256,13 +271,17 @@ def demo(
     frames: Annotated[int, typer.Option()] = 12,
 ) -> None:
     """Run a demo set end to end on the local stack (starting it if needed) and write its files to OUT."""
-    _run(demo_module.run_demo(Settings(), out=out, prompt=prompt, frames=frames, console=console))
+    _run(
+        demo_module.run_demo(
+            DevStackSettings(), ArtifactSettings(), out=out, prompt=prompt, frames=frames, console=console
+        )
+    )
 
 
 @dev_app.command("start")
 def dev_start() -> None:
     """Start the dev server and both workers in the background (no-op for what already runs)."""
-    settings = Settings()
+    settings = DevStackSettings()
     started = _run(DevStack(settings).start())
     console.print(f"started: {', '.join(started) or 'nothing (already running)'}")
     console.print(f"Temporal Web UI: {settings.temporal_ui_url}   logs: {DevStack(settings).log_dir}")
@@ -271,20 +290,20 @@ def dev_start() -> None:
 @dev_app.command("stop")
 def dev_stop() -> None:
     """Stop the background stack (workers drain first)."""
-    stopped = DevStack(Settings()).stop()
+    stopped = DevStack(DevStackSettings()).stop()
     console.print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
 
 
 @dev_app.command("status")
 def dev_status() -> None:
     """Show which services of the stack run."""
-    console.print_json(json.dumps(DevStack(Settings()).status()))
+    console.print_json(json.dumps(DevStack(DevStackSettings()).status()))
 
 
 @models_app.command("list")
 def models_list() -> None:
     """List the weight sets the engines know, with licence and whether they are in the model folder."""
-    model_dir = Settings().model_dir
+    model_dir = GpuWorkerSettings().model_dir
     table = Table("name", "engine", "licence", "present", "source")
     for weights in weights_catalogue.CATALOGUE.values():
         source = weights.source
@@ -300,15 +319,9 @@ def models_fetch(
     names: Annotated[list[str], typer.Argument(help="Weight sets to download (see `models list`).")],
 ) -> None:
     """Download weights into the model folder (run on a machine with network; then copy or bake the folder)."""
-    model_dir = Settings().model_dir
-    failed = False
-    for name in names:
-        try:
-            folder = weights_catalogue.fetch(model_dir, name)
-        except (KeyError, weights_catalogue.FetchError) as err:
-            console.print(f"[red]{name}:[/red] {err.args[0] if isinstance(err, KeyError) else err}")
-            failed = True
-        else:
-            console.print(f"{name}: {folder}")
-    if failed:
+
+    def report(name: str, outcome: Path | str) -> None:
+        console.print(f"{name}: {outcome}" if isinstance(outcome, Path) else f"[red]{name}:[/red] {outcome}")
+
+    if not fetch_each(GpuWorkerSettings().model_dir, names, report):
         raise typer.Exit(1)

@@ -30,8 +30,8 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.exceptions import FailureError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.connection import connect
-from activities.settings import Settings
+from core.connection import connect
+from core.settings import TemporalSettings
 from workflows import search_attributes as sa
 from workflows.contract import (
     ORCHESTRATION_TASK_QUEUE,
@@ -93,8 +93,8 @@ class EmojiSetClient:
         self._ui_url = ui_url.rstrip("/")
 
     @classmethod
-    async def connect(cls, settings: Settings | None = None) -> EmojiSetClient:
-        settings = settings or Settings()
+    async def connect(cls, settings: TemporalSettings | None = None) -> EmojiSetClient:
+        settings = settings or TemporalSettings()
         return cls(await connect(settings), ui_url=settings.temporal_ui_url)
 
     def web_ui_url(self, set_id: str) -> str:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from activities.settings import Settings
+from core.settings import ArtifactSettings
 from starter.client import EmojiSetClient
-from starter.devstack import DevStack
+from starter.devstack import DevStack, DevStackSettings
 from starter.download import download_result
 from starter.watch import watch_until
 from workflows.contract import EmojiSetInput, Phase, PickCandidateInput
@@ -16,7 +16,9 @@ from workflows.contract import EmojiSetInput, Phase, PickCandidateInput
 DEMO_PROMPT = "a round orange cat with a blue scarf"
 
 
-async def run_demo(settings: Settings, *, out: Path, prompt: str, frames: int, console: Console) -> Path:
+async def run_demo(
+    settings: DevStackSettings, artifacts: ArtifactSettings, *, out: Path, prompt: str, frames: int, console: Console
+) -> Path:
     """Start the stack if needed, run a set through review and assembly, and write its files to ``out``."""
     started = await DevStack(settings).start()
     if started:
@@ -36,7 +38,7 @@ async def run_demo(settings: Settings, *, out: Path, prompt: str, frames: int, c
         console.print(f"picked candidate {other} of {state.emojis[0].pose} frame 0 by hand")
     await client.approve(set_id, reviewer="demo")
     result = await client.result(set_id)
-    for path in download_result(result, out, settings):
+    for path in download_result(result, out, artifacts):
         console.print(f"  {path}")
     console.print(f"[green]done[/green]: {len(result.emojis)} emoji in {out}\nWeb UI: {client.web_ui_url(set_id)}")
     return out

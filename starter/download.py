@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from activities.artifacts import open_store
-from activities.settings import Settings
+from core.artifacts import open_store
+from core.settings import ArtifactSettings
 from workflows.contract import ArtifactRef, EmojiSetResult
 
 
-def download_result(result: EmojiSetResult, out: Path, settings: Settings) -> list[Path]:
+def download_result(result: EmojiSetResult, out: Path, settings: ArtifactSettings) -> list[Path]:
     """Write every exported file of ``result`` under ``out`` (checked against its sha256); returns the paths."""
     store = open_store(settings)
     files: list[tuple[str, ArtifactRef]] = []

@@ -13,10 +13,10 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from activities.artifacts import ArtifactStore, open_store
-from activities.settings import Settings
-from gpu_activity_worker import runpod_provision as provision
-from gpu_activity_worker.runpod_jobs import RunPodApi
+from core.settings import ArtifactSettings, ObservabilitySettings
+from gpu_activity_worker.runpod import provision
+from gpu_activity_worker.runpod.settings import RunPodSettings
+from gpu_activity_worker.settings import GpuWorkerSettings
 
 app = typer.Typer(help="The RunPod Serverless endpoint that runs the matting handler.", no_args_is_help=True)
 console = Console(soft_wrap=True)
@@ -37,14 +37,14 @@ def deploy(
 
     A dry run still reads the account's templates and endpoints, to show whether each would be created or updated.
     """
-    settings = Settings()
     try:
-        deployment = provision.deployment_from(settings)
-        rest = provision.RunPodRest(settings.runpod_rest_url, provision.api_key(settings), redact=deployment.secrets)
-        try:
-            result = provision.deploy(rest, deployment, dry_run=dry_run)
-        finally:
-            rest.close()
+        result = provision.deploy_configured(
+            RunPodSettings(),
+            GpuWorkerSettings(),
+            ArtifactSettings(),
+            log_level=ObservabilitySettings().log_level,
+            dry_run=dry_run,
+        )
     except provision.ProvisionError as err:
         raise _fail(err) from err
     if dry_run:
@@ -76,39 +76,12 @@ def smoke(
     ] = None,
 ) -> None:
     """Send one real frame through the endpoint (POPCON_RUNPOD_ENDPOINT_ID) and check the answer."""
-    settings = Settings()
-    shared = settings.artifact_root_uri().startswith("s3://")
-    carry_inline = not shared if inline is None else inline
-
-    async def go() -> provision.SmokeResult:
-        if not settings.runpod_endpoint_id:
-            raise provision.ProvisionError(
-                "no endpoint: set POPCON_RUNPOD_ENDPOINT_ID (`popcon runpod deploy` prints it)"
-            )
-        if not carry_inline and not shared:
-            raise provision.ProvisionError(
-                f"RunPod workers cannot read {settings.artifact_root_uri()}: use --inline, or an s3:// "
-                "POPCON_ARTIFACT_ROOT the endpoint shares"
-            )
-        store: ArtifactStore | None = None if carry_inline else open_store(settings)
-        api = RunPodApi(settings.runpod_base_url, settings.runpod_endpoint_id, provision.api_key(settings))
-        try:
-            return await provision.smoke(
-                api,
-                settings.runpod_endpoint_id,
-                store,
-                pipeline=pipeline,
-                timeout_s=timeout_s,
-                poll_interval_s=settings.runpod_poll_interval_s,
-                execution_timeout_ms=settings.runpod_execution_timeout_ms,
-                ttl_ms=settings.runpod_ttl_ms,
-                inline_max_bytes=settings.runpod_inline_max_bytes,
-            )
-        finally:
-            await api.aclose()
-
     try:
-        result = asyncio.run(go())
+        result = asyncio.run(
+            provision.smoke_configured(
+                RunPodSettings(), ArtifactSettings(), pipeline=pipeline, timeout_s=timeout_s, inline=inline
+            )
+        )
     except provision.ProvisionError as err:
         raise _fail(err) from err
     output = result.output

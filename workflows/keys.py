@@ -28,7 +28,7 @@ def set_prefix(set_id: str) -> str:
 
 
 def candidate_key(set_id: str, pose: str, frame: int, candidate: int, kind: str) -> str:
-    """Key of a candidate's file; ``kind`` is ``source.png``, ``alpha.png`` (true alpha) or ``matte.png``."""
+    """Key of a candidate's file; ``kind`` is ``source.png`` or ``matte.png``."""
     return f"{set_prefix(set_id)}/{key_segment(pose)}/frame-{frame:03d}/candidate-{candidate:02d}.{kind}"
 
 

@@ -2,7 +2,7 @@
 
 Frames are straight (unpremultiplied) RGBA images of one size, shown ``duration_ms`` each, looping forever. Each
 encoder makes every decoded frame replace the previous one entirely, so transparent areas never show an earlier frame.
-Resizing happens in premultiplied space (see ``/work/shared/notes/matting.md``) so edges get no dark or white fringe.
+Resizing happens in premultiplied space (colours weighted by their alpha), so edges get no dark or white fringe.
 """
 
 from __future__ import annotations

@@ -1,46 +1,56 @@
-"""Image generation backends behind a small registry: one module per backend, registered by name."""
+"""Image generation backends by name: one module per backend, one entry in :func:`builtin_generators`.
+
+A worker builds its :class:`GeneratorRegistry` once (:func:`builtin_generators`); tests and benchmarks add stand-in
+generators to a registry of their own.
+"""
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from activities.generation.base import ImageGenerator
-from activities.settings import Settings
 
-GeneratorFactory = Callable[[Settings], ImageGenerator]
-_FACTORIES: dict[str, GeneratorFactory] = {}
-
-
-def register_generator(name: str) -> Callable[[GeneratorFactory], GeneratorFactory]:
-    """Register a factory building the backend ``name`` from the settings."""
-
-    def decorate(factory: GeneratorFactory) -> GeneratorFactory:
-        _FACTORIES[name] = factory
-        return factory
-
-    return decorate
+GeneratorFactory = Callable[[], ImageGenerator]
+"""Builds one backend; it reads its own settings, if any."""
 
 
-def available_generators() -> list[str]:
-    _load_builtin_backends()
-    return sorted(_FACTORIES)
+class GeneratorRegistry:
+    """Generator factories by backend name.
+
+    Args:
+        factories: The backends to start with.
+    """
+
+    def __init__(self, factories: Mapping[str, GeneratorFactory] | None = None) -> None:
+        self._factories = dict(factories or {})
+
+    def register(self, name: str, factory: GeneratorFactory) -> None:
+        """Add the backend ``name``.
+
+        Raises:
+            ValueError: A backend of that name is already registered.
+        """
+        if name in self._factories:
+            raise ValueError(f"generator {name!r} is already registered")
+        self._factories[name] = factory
+
+    def create(self, name: str) -> ImageGenerator:
+        """Build backend ``name``.
+
+        Raises:
+            KeyError: No such backend; the message lists the known ones.
+        """
+        try:
+            factory = self._factories[name]
+        except KeyError:
+            raise KeyError(f"unknown generator {name!r}; available: {sorted(self._factories)}") from None
+        return factory()
 
 
-def create_generator(name: str, settings: Settings) -> ImageGenerator:
-    """Build backend ``name``; ``KeyError`` with the known names when it does not exist."""
-    _load_builtin_backends()
-    try:
-        factory = _FACTORIES[name]
-    except KeyError:
-        raise KeyError(f"unknown generator {name!r}; available: {sorted(_FACTORIES)}") from None
-    return factory(settings)
+def builtin_generators() -> GeneratorRegistry:
+    """A new registry of the built-in backends, ``procedural`` and ``dashscope``."""
+    # Imported here, not at the top: importing this package (e.g. for .base) does not import every backend.
+    from activities.generation.dashscope import create_dashscope_generator
+    from activities.generation.procedural import ProceduralGenerator
 
-
-BUILTIN_BACKENDS = ("procedural", "dashscope")
-
-
-def _load_builtin_backends() -> None:
-    """Import the built-in backend modules, which register themselves."""
-    for module in BUILTIN_BACKENDS:
-        importlib.import_module(f"{__name__}.{module}")
+    return GeneratorRegistry({"procedural": ProceduralGenerator, "dashscope": create_dashscope_generator})

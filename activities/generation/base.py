@@ -5,24 +5,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
-from workflows.contract import GenerateFrameInput
+from workflows.contract import FailureType, GenerateFrameInput
 
 
 @dataclass(frozen=True)
 class GeneratedImage:
-    """One candidate as encoded bytes (PNG or JPEG), and its true alpha as a PNG when the generator knows it."""
+    """One candidate as encoded bytes (PNG or JPEG)."""
 
     data: bytes
     media_type: str
     width: int
     height: int
-    true_alpha_png: bytes | None = None
 
 
 class GenerationError(Exception):
-    """A generation failed. ``retryable`` says whether trying again can help."""
+    """A generation failed; ``failure_type`` is how the activity reports it (and whether trying again can help)."""
 
-    retryable: ClassVar[bool] = True
+    failure_type: ClassVar[FailureType] = FailureType.GENERATION_FAILED
 
     def __init__(self, message: str, *, retry_after_s: float | None = None) -> None:
         super().__init__(message)
@@ -32,11 +31,13 @@ class GenerationError(Exception):
 class GenerationRefused(GenerationError):
     """The service refused the prompt (content policy, invalid parameters): the same request fails again."""
 
-    retryable = False
+    failure_type = FailureType.GENERATION_REFUSED
 
 
 class GenerationThrottled(GenerationError):
     """The service is rate-limiting us: retry later (``retry_after_s`` when the service says when)."""
+
+    failure_type = FailureType.GENERATION_THROTTLED
 
 
 class ImageGenerator(Protocol):

@@ -25,9 +25,8 @@ from PIL import Image
 from pydantic import SecretStr
 from temporalio import activity
 
-from activities.generation import register_generator
 from activities.generation.base import GeneratedImage, GenerationError, GenerationRefused, GenerationThrottled
-from activities.settings import Settings
+from activities.settings import DashScopeSettings
 from workflows.contract import GenerateFrameInput
 
 logger = logging.getLogger(__name__)
@@ -129,7 +128,7 @@ class DashScopeGenerator:
         self._client = httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=10.0))
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> DashScopeGenerator:
+    def from_settings(cls, settings: DashScopeSettings) -> DashScopeGenerator:
         """Build the generator from the ``POPCON_DASHSCOPE_*`` settings."""
         return cls(
             api_key=settings.dashscope_api_key,
@@ -381,7 +380,7 @@ def _heartbeat(task_ids: Mapping[int, str]) -> None:
         activity.heartbeat({HEARTBEAT_KEY: {str(offset): task_id for offset, task_id in sorted(task_ids.items())}})
 
 
-@register_generator("dashscope")
-def create_dashscope_generator(settings: Settings) -> DashScopeGenerator:
-    """Registry factory: the DashScope backend from the settings (the API key is checked at generate time)."""
-    return DashScopeGenerator.from_settings(settings)
+def create_dashscope_generator() -> DashScopeGenerator:
+    """Registry factory: the DashScope backend from the ``POPCON_DASHSCOPE_*`` settings (the API key is checked at
+    generate time)."""
+    return DashScopeGenerator.from_settings(DashScopeSettings())

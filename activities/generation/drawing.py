@@ -299,18 +299,6 @@ class Intersection:
 
 
 @dataclass(frozen=True)
-class Difference:
-    shape: Shape
-    removed: Shape
-
-    def bounds(self) -> Bounds:
-        return self.shape.bounds()
-
-    def distance(self, x: FloatArray, y: FloatArray) -> FloatArray:
-        return np.maximum(self.shape.distance(x, y), -self.removed.distance(x, y))
-
-
-@dataclass(frozen=True)
 class Offset:
     """``shape`` grown by ``amount`` (shrunk when negative): outlines and rounding."""
 

@@ -1,14 +1,17 @@
-"""The registry of matting steps: step name -> how to build it, without importing it.
+"""Matting steps by name: step name -> how to build it, without importing it.
 
 Each engine lives in one module of this package that exposes ``create_step(variant, context)`` (a
-:data:`~gpu_activity_worker.engines.base.StepFactory`). The registry stores the module *path* and imports it only when
-a pipeline that uses the step is built, so a CPU-only worker never imports torch or onnxruntime. Adding a model engine
-is one module plus one :func:`register_step` line below.
+:data:`~gpu_activity_worker.engines.base.StepFactory`). A :class:`StepRegistry` stores the module *path* and the
+engine is imported only when a pipeline that uses the step is built, so a CPU-only worker never imports torch or
+onnxruntime. A worker builds its registry once (:func:`builtin_steps`, the engines of this package); tests and
+benchmarks add stand-in steps to a registry of their own. Adding a model engine is one module plus one entry in
+``_BUILTIN_STEPS`` below.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gpu_activity_worker.engines.base import (
@@ -53,46 +56,59 @@ class StepSpec:
         return factory
 
 
-_STEPS: dict[str, StepSpec] = {}
+class StepRegistry:
+    """Matting steps by name: what each is and how to build it.
 
+    A worker builds one (usually :func:`builtin_steps`) and hands it to its
+    :class:`~gpu_activity_worker.pipeline.Pipelines`; tests and benchmarks add stand-in steps to their own.
 
-def register_step(spec: StepSpec) -> None:
-    """Add a step to the registry.
-
-    Raises:
-        ValueError: A step of that name is already registered.
-    """
-    if spec.name in _STEPS:
-        raise ValueError(f"matting step {spec.name!r} is already registered")
-    _STEPS[spec.name] = spec
-
-
-def known_steps() -> list[str]:
-    """Names of every registered step, sorted."""
-    return sorted(_STEPS)
-
-
-def step_spec(name: str) -> StepSpec:
-    """The registered step called ``name``.
+    Args:
+        specs: The steps to start with.
 
     Raises:
-        UnknownPipelineError: No such step; the message lists the known ones.
+        ValueError: Two of ``specs`` have the same name.
     """
-    try:
-        return _STEPS[name]
-    except KeyError:
-        raise UnknownPipelineError(f"unknown matting step {name!r}; known steps: {', '.join(known_steps())}") from None
+
+    def __init__(self, specs: Iterable[StepSpec] = ()) -> None:
+        self._specs: dict[str, StepSpec] = {}
+        for spec in specs:
+            self.register(spec)
+
+    def register(self, spec: StepSpec) -> None:
+        """Add a step.
+
+        Raises:
+            ValueError: A step of that name is already registered.
+        """
+        if spec.name in self._specs:
+            raise ValueError(f"matting step {spec.name!r} is already registered")
+        self._specs[spec.name] = spec
+
+    def names(self) -> list[str]:
+        """Names of every registered step, sorted."""
+        return sorted(self._specs)
+
+    def spec(self, name: str) -> StepSpec:
+        """The registered step called ``name``.
+
+        Raises:
+            UnknownPipelineError: No such step; the message lists the known ones.
+        """
+        try:
+            return self._specs[name]
+        except KeyError:
+            raise UnknownPipelineError(
+                f"unknown matting step {name!r}; known steps: {', '.join(self.names())}"
+            ) from None
 
 
-register_step(
+_BUILTIN_STEPS = (
     StepSpec(
         "floodfill",
         StepRole.COARSE,
         "gpu_activity_worker.engines.classical",
         summary="weight-free: flood-fill a plain (uniform or smoothly graded) background from the border",
-    )
-)
-register_step(
+    ),
     StepSpec(
         "defringe",
         StepRole.REFINER,
@@ -100,41 +116,38 @@ register_step(
         variants=frozenset({"colour"}),
         summary="re-estimate alpha at the edge against the background, then unmix the background out of the colours "
         "(defringe:colour keeps the alpha and only unmixes, e.g. after vitmatte)",
-    )
-)
-register_step(
+    ),
     StepSpec(
         "rembg",
         StepRole.COARSE,
         "gpu_activity_worker.engines.rembg",
         variants=frozenset({"u2net", "u2netp", "isnet-anime", "birefnet-general", "birefnet-general-lite"}),
         summary="a rembg ONNX session's mask (commercial-use weights only; default isnet-anime)",
-    )
-)
-register_step(
+    ),
     StepSpec(
         "birefnet",
         StepRole.COARSE,
         "gpu_activity_worker.engines.birefnet",
         variants=frozenset({"general", "lite"}),
         summary="BiRefNet in torch: high-resolution subject segmentation (default general; lite is smaller and faster)",
-    )
-)
-register_step(
+    ),
     StepSpec(
         "vitmatte",
         StepRole.REFINER,
         "gpu_activity_worker.engines.vitmatte",
         variants=frozenset({"small", "base"}),
         summary="ViTMatte: re-predict alpha in a band around the coarse edge (hair, fur, soft edges; default small)",
-    )
-)
-register_step(
+    ),
     StepSpec(
         "sam2",
         StepRole.REFINER,
         "gpu_activity_worker.engines.sam2",
         variants=frozenset({"tiny", "small", "base-plus", "large"}),
         summary="SAM 2.1 prompted by the coarse alpha: fills holes, restores thin parts, drops blobs (default tiny)",
-    )
+    ),
 )
+
+
+def builtin_steps() -> StepRegistry:
+    """A new registry of the built-in engines (each imported only when a pipeline using it is built)."""
+    return StepRegistry(_BUILTIN_STEPS)

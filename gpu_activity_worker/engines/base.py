@@ -14,9 +14,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import ClassVar, Literal, Protocol
 
 import numpy as np
+
+from workflows.contract import FailureType
 
 Device = Literal["auto", "cpu", "cuda"]
 
@@ -29,7 +31,9 @@ Gaussian noise, so a pure background pixel almost never exceeds it."""
 
 
 class MattingError(Exception):
-    """A matting pipeline could not produce a cut-out."""
+    """A matting pipeline could not produce a cut-out; ``failure_type`` is how activities and jobs report it."""
+
+    failure_type: ClassVar[FailureType] = FailureType.MATTING_FAILED
 
 
 class UnsupportedImageError(MattingError):
@@ -38,9 +42,19 @@ class UnsupportedImageError(MattingError):
     Retrying the same image gives the same error; another pipeline (a model engine) may succeed.
     """
 
+    failure_type = FailureType.UNSUPPORTED_IMAGE
+
+
+class CorruptImageError(MattingError):
+    """The source bytes are not a readable image."""
+
+    failure_type = FailureType.CORRUPT_IMAGE
+
 
 class PipelineError(MattingError, ValueError):
     """A pipeline name is not usable. Raised before any work, so a caller can reject the request up front."""
+
+    failure_type = FailureType.UNKNOWN_PIPELINE
 
 
 class UnknownPipelineError(PipelineError):

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
-from activities.settings import Settings
 from gpu_activity_worker.weights import CATALOGUE
+from testkit.settings_roles import every_setting
 from workflows import search_attributes as sa
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,7 +100,7 @@ def _popcon_variables() -> set[str]:
     names: set[str] = set()
     for path in [
         *DOCKER.rglob("*"),
-        ROOT / "gpu_activity_worker" / "runpod_provision.py",
+        ROOT / "gpu_activity_worker" / "runpod" / "provision.py",
         ROOT / "starter" / "runpod_cli.py",
     ]:
         if path.is_file():
@@ -109,7 +109,7 @@ def _popcon_variables() -> set[str]:
 
 
 def test_every_popcon_variable_is_a_setting() -> None:
-    fields = set(Settings.model_fields)
+    fields = every_setting()
     names = _popcon_variables()
     assert {"POPCON_TEMPORAL_ADDRESS", "POPCON_S3_SECRET_ACCESS_KEY", "POPCON_MODEL_DIR"} <= names
     unknown = sorted(name for name in names if name.removeprefix("POPCON_").lower() not in fields)
@@ -132,7 +132,7 @@ def _python_modules() -> set[str]:
 
 def test_every_python_module_the_images_run_is_importable() -> None:
     modules = _python_modules()
-    assert {"activities", "gpu_activity_worker", "gpu_activity_worker.runpod_handler"} <= modules
+    assert {"activities", "gpu_activity_worker", "gpu_activity_worker.runpod.handler"} <= modules
     for module in modules:
         assert importlib.util.find_spec(module) is not None, module
 
@@ -153,6 +153,28 @@ def test_dockerfile_copies_what_exists_and_its_ignore_file_lets_through(dockerfi
             assert source in allowed, f"{dockerfile.name}: {source} is excluded by its .dockerignore"
     entry = [json.loads(args) for op, args in dockerfile_instructions(dockerfile) if op in ("CMD", "ENTRYPOINT")]
     assert entry, "the image says what it runs"
+
+
+def _copied(dockerfile: Path) -> set[str]:
+    return {
+        source
+        for op, args in dockerfile_instructions(dockerfile)
+        if op == "COPY"
+        for source in [word for word in shlex.split(args) if not word.startswith("--")][:-1]
+    }
+
+
+def test_the_gpu_image_copies_only_what_the_gpu_worker_needs() -> None:
+    """The contract, the shared core and the GPU worker's package: not the orchestration worker or the CLI."""
+    assert _copied(DOCKER / "gpu.Dockerfile") == {
+        "pyproject.toml",
+        "README.md",
+        "workflows",
+        "core",
+        "gpu_activity_worker",
+        "docker/gpu-entrypoint.sh",
+    }
+    assert {"workflows", "core", "activities", "gpu_activity_worker", "starter"} <= _copied(DOCKER / "app.Dockerfile")
 
 
 def test_the_gpu_image_starts_through_its_entrypoint_script() -> None:
@@ -203,6 +225,7 @@ def _run(command: list[str], tmp_path: Path, **env: str) -> subprocess.Completed
     return subprocess.run(command, cwd=tmp_path, env=clean, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "command",
     [["sh", str(DOCKER / "gpu-entrypoint.sh"), "worker"], ["python", "-m", "activities"]],
@@ -215,12 +238,45 @@ def test_a_worker_entry_point_gets_as_far_as_connecting_to_temporal(command: lis
     assert "ImportError" not in done.stderr and "ModuleNotFoundError" not in done.stderr
 
 
+@pytest.mark.slow
 def test_the_handler_entry_point_runs_a_job(tmp_path: Path) -> None:
     """RunPod's local test mode: the real worker loop runs one job from --test_input and exits."""
     job = {"input": {"op": "describe", "request": {"pipeline": "classical"}}}
     done = _run(["sh", str(DOCKER / "gpu-entrypoint.sh"), "handler", "--test_input", json.dumps(job)], tmp_path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "'steps': ['floodfill', 'defringe']" in done.stdout + done.stderr
+
+
+NOT_IN_THE_GPU_IMAGE = ("activities", "starter", "testkit", "tests", "benchmarks")
+
+
+def _as_in_the_gpu_image(module: str, *args: str) -> list[str]:
+    """``python -m MODULE ARGS`` with the packages the GPU image does not copy made unimportable."""
+    code = (
+        "import runpy, sys\n"
+        f"for name in {NOT_IN_THE_GPU_IMAGE!r}:\n    sys.modules[name] = None\n"
+        f"sys.argv = [{module!r}, *{list(args)!r}]\n"
+        f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)\n"
+    )
+    return ["python", "-c", code]
+
+
+@pytest.mark.slow
+def test_the_gpu_image_entry_points_run_without_the_packages_it_leaves_out(tmp_path: Path) -> None:
+    job = {"input": {"op": "describe", "request": {"pipeline": "classical"}}}
+    handler = _run(
+        _as_in_the_gpu_image("gpu_activity_worker.runpod.handler", "--test_input", json.dumps(job)), tmp_path
+    )
+    worker = _run(
+        _as_in_the_gpu_image("gpu_activity_worker"), tmp_path, POPCON_TEMPORAL_ADDRESS=f"127.0.0.1:{_unused_port()}"
+    )
+    fetch = _run(_as_in_the_gpu_image("gpu_activity_worker.fetch_weights", "no-such-weights"), tmp_path)
+
+    assert handler.returncode == 0, handler.stderr[-2000:]
+    assert "Failed client connect" in worker.stderr, worker.stderr[-2000:]
+    assert fetch.returncode == 1 and "unknown weights 'no-such-weights'" in fetch.stdout, fetch.stdout + fetch.stderr
+    for done in (handler, worker, fetch):
+        assert "ImportError" not in done.stderr and "ModuleNotFoundError" not in done.stderr
 
 
 def test_the_gpu_entry_point_runs_any_other_command_as_given(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """Micro-batching: batched results equal unbatched ones, batches form and respect max_batch, errors reach the right
-callers, and build_pipeline wraps batchable steps only when max_batch > 1."""
+callers, and Pipelines wraps batchable steps only when max_batch > 1."""
 
 from __future__ import annotations
 
@@ -14,11 +14,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from gpu_activity_worker import engines, pipeline
 from gpu_activity_worker.batching import MicroBatcher
-from gpu_activity_worker.engines import StepSpec, register_step
+from gpu_activity_worker.engines import StepRegistry, StepSpec, builtin_steps
 from gpu_activity_worker.engines.base import MatteState, MattingError, StepContext, StepRole, UnsupportedImageError
-from gpu_activity_worker.pipeline import StepRef, build_pipeline
+from gpu_activity_worker.pipeline import Pipelines, StepRef
 
 FILL_BY_COUNT_MS = 10_000.0
 """A wait so long that batches close by count, never by timeout: with a multiple of max_batch callers arriving at
@@ -120,19 +119,22 @@ def one_torch_thread() -> Iterator[None]:
 
 
 @pytest.fixture
-def built(monkeypatch: pytest.MonkeyPatch) -> list[TinyTorchStep]:
-    """Isolated registry and caches with the step ``tinynet-batching-test``; lists every step built from it."""
-    monkeypatch.setattr(engines, "_STEPS", dict(engines._STEPS))
-    monkeypatch.setattr(pipeline, "_steps", {})
-    monkeypatch.setattr(pipeline, "_pipelines", {})
-    steps: list[TinyTorchStep] = []
+def built() -> list[TinyTorchStep]:
+    """Every step built from ``tinynet-batching-test``."""
+    return []
+
+
+@pytest.fixture
+def steps(built: list[TinyTorchStep]) -> StepRegistry:
+    """The built-in steps and ``tinynet-batching-test``, whose builds are listed in ``built``."""
 
     def create(variant: str | None, context: StepContext) -> TinyTorchStep:
-        steps.append(TinyTorchStep())
-        return steps[-1]
+        built.append(TinyTorchStep())
+        return built[-1]
 
-    register_step(StepSpec("tinynet-batching-test", StepRole.COARSE, create))
-    return steps
+    registry = builtin_steps()
+    registry.register(StepSpec("tinynet-batching-test", StepRole.COARSE, create))
+    return registry
 
 
 def _images(count: int) -> list[np.ndarray]:
@@ -160,11 +162,12 @@ def _all_at_once(call: Callable[[T], R], items: Sequence[T]) -> list[R | BaseExc
         return list(pool.map(run, items))
 
 
-def test_pipeline_results_are_identical_batched_and_unbatched(built: list[TinyTorchStep]) -> None:
+def test_pipeline_results_are_identical_batched_and_unbatched(steps: StepRegistry, built: list[TinyTorchStep]) -> None:
     name = "tinynet-batching-test"
     images = _images(8)
-    unbatched = [build_pipeline(name, StepContext(max_batch=1)).run(image) for image in images]
-    batching = build_pipeline(name, StepContext(max_batch=4, max_batch_wait_ms=FILL_BY_COUNT_MS))
+    off = Pipelines(steps, StepContext(max_batch=1)).build(name)
+    unbatched = [off.run(image) for image in images]
+    batching = Pipelines(steps, StepContext(max_batch=4, max_batch_wait_ms=FILL_BY_COUNT_MS)).build(name)
     batched = _all_at_once(batching.run, images)
 
     assert built[0].batch_sizes == []
@@ -252,17 +255,19 @@ def test_an_aborted_batch_releases_its_callers_and_the_next_leader_takes_over() 
     assert step.batch_sizes == [4, 4]
 
 
-def test_build_pipeline_batches_only_batchable_steps_when_max_batch_is_above_1(built: list[TinyTorchStep]) -> None:
+def test_pipelines_batch_only_batchable_steps_when_max_batch_is_above_1(
+    steps: StepRegistry, built: list[TinyTorchStep]
+) -> None:
     ref = StepRef("tinynet-batching-test")
-    on = StepContext(max_batch=4, max_batch_wait_ms=2)
-    build_pipeline("tinynet-batching-test+defringe", on)
+    on = Pipelines(steps, StepContext(max_batch=4, max_batch_wait_ms=2))
+    on.build("tinynet-batching-test+defringe")
 
-    wrapped = pipeline._built_step(ref, on)
+    wrapped = on._built_step(ref)
     assert isinstance(wrapped, MicroBatcher)
     assert wrapped.step is built[0]
     assert (wrapped.max_batch, wrapped.device, wrapped.precision) == (4, "cpu", "fp32")
-    assert not isinstance(pipeline._built_step(StepRef("defringe"), on), MicroBatcher)
-    assert pipeline._built_step(ref, StepContext(max_batch=1)) is built[1]
+    assert not isinstance(on._built_step(StepRef("defringe")), MicroBatcher)
+    assert Pipelines(steps, StepContext(max_batch=1))._built_step(ref) is built[1]
 
 
 @pytest.mark.parametrize(("max_batch", "wait_ms"), [(0, 5.0), (4, -1.0)])

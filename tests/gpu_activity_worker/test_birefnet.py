@@ -15,11 +15,10 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, AutoModelForImageSegmentation
 from transformers.dynamic_module_utils import get_class_from_dynamic_module
 
-from gpu_activity_worker import pipeline
-from gpu_activity_worker.engines import birefnet
+from gpu_activity_worker.engines import birefnet, builtin_steps
 from gpu_activity_worker.engines.base import InvalidPipelineError, MatteState, StepContext
 from gpu_activity_worker.engines.birefnet import BiRefNetStep, create_step, load_model
-from gpu_activity_worker.pipeline import build_pipeline, parse_pipeline
+from gpu_activity_worker.pipeline import Pipelines
 from gpu_activity_worker.weights import WeightsMissingError
 
 CONFIG_SOURCE = """
@@ -192,8 +191,9 @@ def test_each_variant_loads_its_own_weights(tmp_path: Path) -> None:
     with pytest.raises(InvalidPipelineError, match="no variant 'huge'"):
         create_step("huge", context)
     with pytest.raises(InvalidPipelineError, match="no variant 'huge'"):
-        parse_pipeline("birefnet:huge")
-    assert [str(ref) for ref in parse_pipeline("birefnet:lite+defringe")] == ["birefnet:lite", "defringe"]
+        Pipelines(builtin_steps()).parse("birefnet:huge")
+    parsed = Pipelines(builtin_steps()).parse("birefnet:lite+defringe")
+    assert [str(ref) for ref in parsed] == ["birefnet:lite", "defringe"]
 
 
 def test_missing_weights_name_the_fetch_command(tmp_path: Path) -> None:
@@ -286,12 +286,11 @@ def test_concurrent_calls_get_their_own_results(model_dir: Path) -> None:
         np.testing.assert_allclose(result, alpha, atol=1e-6)
 
 
-def test_birefnet_then_defringe_through_the_pipeline(model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pipeline, "_steps", {})
-    monkeypatch.setattr(pipeline, "_pipelines", {})
+def test_birefnet_then_defringe_through_the_pipeline(model_dir: Path) -> None:
     rgb = np.rint(disc(64, 56) * 255).astype(np.uint8)
 
-    built = build_pipeline("birefnet+defringe", StepContext(device="cpu", model_dir=model_dir))
+    context = StepContext(device="cpu", model_dir=model_dir)
+    built = Pipelines(builtin_steps(), context).build("birefnet+defringe")
     result = built.run(rgb)
 
     assert built.step_names == ["birefnet", "defringe"]

@@ -15,11 +15,14 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from gpu_activity_worker import metrics
+from gpu_activity_worker.engines import builtin_steps
 from gpu_activity_worker.engines.base import MatteState, UnsupportedImageError
 from gpu_activity_worker.engines.classical import FloodFillStep, fit_background
-from gpu_activity_worker.pipeline import build_pipeline
+from gpu_activity_worker.pipeline import Pipelines
+from testkit import matting_metrics as metrics
 
+PIPELINES = Pipelines(builtin_steps())
+"""The built-in steps with the default context: each pipeline is built once for the whole module."""
 SIZE = 256
 DARK = (0.15, 0.1, 0.12)
 ORANGE = (1.0, 0.6, 0.2)
@@ -167,7 +170,7 @@ CASES = {
 @pytest.mark.parametrize(("kind", "noise", "jpeg"), list(CASES))
 def test_classical_pipeline_quality(scene: Scene, kind: str, noise: float, jpeg: int | None) -> None:
     max_sad, max_mse, min_accuracy, max_halo = CASES[(kind, noise, jpeg)]
-    result = build_pipeline("classical").run(render(scene, kind, noise=noise, jpeg=jpeg))
+    result = PIPELINES.build("classical").run(render(scene, kind, noise=noise, jpeg=jpeg))
 
     assert metrics.sad(result.alpha, scene.alpha) <= max_sad
     assert metrics.mse(result.alpha, scene.alpha) <= max_mse
@@ -179,7 +182,7 @@ def test_classical_pipeline_quality(scene: Scene, kind: str, noise: float, jpeg:
 @pytest.mark.parametrize("kind", ["white", "tinted", "gradient"])
 def test_soft_shaded_subject(kind: str, softness: float) -> None:
     scene = soft_shaded(softness)
-    result = build_pipeline("classical").run(render(scene, kind))
+    result = PIPELINES.build("classical").run(render(scene, kind))
 
     assert metrics.sad(result.alpha, scene.alpha) <= 0.03
     assert metrics.pixel_accuracy(result.alpha, scene.alpha) >= 0.999
@@ -188,7 +191,7 @@ def test_soft_shaded_subject(kind: str, softness: float) -> None:
 
 @pytest.mark.parametrize("kind", ["white", "gradient"])
 def test_white_eyes_stay_opaque_and_the_frame_border_is_transparent(scene: Scene, kind: str) -> None:
-    alpha = build_pipeline("classical").run(render(scene, kind)).alpha
+    alpha = PIPELINES.build("classical").run(render(scene, kind)).alpha
 
     for y, x in EYES:  # white like the background, but enclosed by the body
         assert alpha[round(y) - 6, round(x) - 6 : round(x) + 7].min() == 1.0
@@ -203,7 +206,7 @@ def test_white_eyes_stay_opaque_and_the_frame_border_is_transparent(scene: Scene
 def test_hole_through_the_subject_shows_a_coloured_background(kind: str, noise: float, jpeg: int | None) -> None:
     scene = donut()  # art rarely paints in a tinted background's exact colour: the enclosed area is a hole
 
-    alpha = build_pipeline("classical").run(render(scene, kind, noise=noise, jpeg=jpeg)).alpha
+    alpha = PIPELINES.build("classical").run(render(scene, kind, noise=noise, jpeg=jpeg)).alpha
 
     assert alpha[round(CENTRE) - 25 : round(CENTRE) + 26, round(CENTRE)].max() == 0.0
     if jpeg is None:
@@ -214,13 +217,13 @@ def test_hole_over_white_stays_opaque() -> None:
     """Over white the enclosed white could as well be paint (a white eye): the classical engine keeps it."""
     scene = donut()
 
-    alpha = build_pipeline("classical").run(render(scene, "white")).alpha
+    alpha = PIPELINES.build("classical").run(render(scene, "white")).alpha
 
     assert alpha[round(CENTRE) - 25 : round(CENTRE) + 26, round(CENTRE)].min() == 1.0
 
 
 def test_thin_line_and_pale_details_are_kept(scene: Scene) -> None:
-    alpha = build_pipeline("classical").run(render(scene, "white")).alpha
+    alpha = PIPELINES.build("classical").run(render(scene, "white")).alpha
     (y0, x0), (y1, x1) = ANTENNA
     along = [(round(y0 + t * (y1 - y0)), round(x0 + t * (x1 - x0))) for t in np.linspace(0.1, 0.9, 9)]
 
@@ -235,7 +238,7 @@ def test_pale_subject_keeps_an_opaque_edge() -> None:
     yy, xx = np.indices((SIZE, SIZE), dtype=np.float64)
     scene = Scene(np.full((SIZE, SIZE, 3), 0.95), _coverage(np.hypot(yy - CENTRE, xx - CENTRE) - 60))
 
-    alpha = build_pipeline("classical").run(render(scene, "white")).alpha
+    alpha = PIPELINES.build("classical").run(render(scene, "white")).alpha
 
     row, left = round(CENTRE), round(CENTRE) - 60
     assert alpha[row, left + 2 : left + 61].min() == 1.0
@@ -244,7 +247,7 @@ def test_pale_subject_keeps_an_opaque_edge() -> None:
 
 def test_animation_does_not_flicker() -> None:
     frames = [cartoon(shift=(3 * np.sin(t * np.pi / 3), 0.37 * t)) for t in range(6)]
-    pipeline = build_pipeline("classical")
+    pipeline = PIPELINES.build("classical")
     alphas = [pipeline.run(render(frame, "gradient", seed=t)).alpha for t, frame in enumerate(frames)]
 
     assert metrics.dtssd(alphas, [frame.alpha for frame in frames]) <= 1.0
@@ -254,7 +257,7 @@ def test_subject_cut_by_the_frame_is_matted() -> None:
     scene = cartoon(lift=60)  # the body runs off the bottom of the frame
     assert scene.alpha[-1].max() == 1.0
 
-    alpha = build_pipeline("classical").run(render(scene, "gradient")).alpha
+    alpha = PIPELINES.build("classical").run(render(scene, "gradient")).alpha
 
     assert metrics.sad(alpha, scene.alpha) <= 0.03
     assert alpha[0].max() == 0.0
@@ -296,7 +299,7 @@ def test_fit_background_picks_the_lowest_order_that_fits(
 
 
 def test_plain_image_gives_an_empty_cut_out() -> None:
-    result = build_pipeline("classical").run(np.full((64, 64, 3), 200, dtype=np.uint8))
+    result = PIPELINES.build("classical").run(np.full((64, 64, 3), 200, dtype=np.uint8))
 
     assert result.alpha.max() == 0.0
 
@@ -312,4 +315,4 @@ def test_textured_background_is_refused_clearly(scene: Scene, texture: str) -> N
     rgb = np.rint((scene.foreground * a + background * (1 - a)) * 255).astype(np.uint8)
 
     with pytest.raises(UnsupportedImageError, match="plain background"):
-        build_pipeline("classical").run(rgb)
+        PIPELINES.build("classical").run(rgb)

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from gpu_activity_worker import metrics
 from gpu_activity_worker.engines.base import MatteState, StepContext
 from gpu_activity_worker.engines.defringe import DefringeStep, blur_fusion_foreground, create_step, defringe
+from testkit import matting_metrics as metrics
 
 SIZE = 128
 OUTLINE = np.array([0.2, 0.1, 0.3])

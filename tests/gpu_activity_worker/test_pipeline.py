@@ -1,4 +1,4 @@
-"""Pipeline names, the step registry, the per-process cache, and running a pipeline."""
+"""Pipeline names, the step registry, the per-worker cache, and running a pipeline."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pytest
 
-from gpu_activity_worker import engines, pipeline
-from gpu_activity_worker.engines import StepSpec, register_step, step_spec
+from gpu_activity_worker.engines import StepRegistry, StepSpec, builtin_steps
 from gpu_activity_worker.engines.base import (
     InvalidPipelineError,
     MatteState,
@@ -21,7 +20,7 @@ from gpu_activity_worker.engines.base import (
     StepRole,
     UnknownPipelineError,
 )
-from gpu_activity_worker.pipeline import StepRef, build_pipeline, parse_pipeline
+from gpu_activity_worker.pipeline import MattingPipeline, Pipelines, StepRef
 
 
 @dataclass
@@ -39,21 +38,28 @@ class FakeStep:
 
 
 @pytest.fixture
-def calls(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
-    """Isolated registry and caches, with fake steps ``fakemodel`` (any variant, on 'cuda') and ``fakerefine``;
-    the list records every ``fakemodel`` build, by variant."""
-    monkeypatch.setattr(engines, "_STEPS", dict(engines._STEPS))
-    monkeypatch.setattr(pipeline, "_steps", {})
-    monkeypatch.setattr(pipeline, "_pipelines", {})
-    built: list[str | None] = []
+def calls() -> list[str | None]:
+    """Every ``fakemodel`` build, by variant."""
+    return []
+
+
+@pytest.fixture
+def steps(calls: list[str | None]) -> StepRegistry:
+    """The built-in steps, ``fakemodel`` (any variant, on 'cuda', its builds recorded in ``calls``), ``fakerefine``."""
 
     def build_model(variant: str | None, context: StepContext) -> MattingStep:
-        built.append(variant)
+        calls.append(variant)
         return FakeStep(device="cuda", precision="fp16")
 
-    register_step(StepSpec("fakemodel", StepRole.COARSE, build_model, variants=None))
-    register_step(StepSpec("fakerefine", StepRole.REFINER, lambda variant, context: FakeStep(coarse=False)))
-    return built
+    registry = builtin_steps()
+    registry.register(StepSpec("fakemodel", StepRole.COARSE, build_model, variants=None))
+    registry.register(StepSpec("fakerefine", StepRole.REFINER, lambda variant, context: FakeStep(coarse=False)))
+    return registry
+
+
+@pytest.fixture
+def pipelines(steps: StepRegistry) -> Pipelines:
+    return Pipelines(steps)
 
 
 def _disc_on_white(size: int = 64) -> np.ndarray:
@@ -62,27 +68,31 @@ def _disc_on_white(size: int = 64) -> np.ndarray:
     return np.rint((np.array([0.8, 0.2, 0.1]) * alpha + (1 - alpha)) * 255).astype(np.uint8)
 
 
+BUILTIN = Pipelines(builtin_steps())
+"""The built-in steps only, with the default context."""
+
+
 def test_classical_is_floodfill_then_defringe() -> None:
-    assert parse_pipeline("classical") == (StepRef("floodfill"), StepRef("defringe"))
-    assert parse_pipeline("floodfill+defringe") == parse_pipeline("classical")
-    assert parse_pipeline("floodfill") == (StepRef("floodfill"),)
+    assert BUILTIN.parse("classical") == (StepRef("floodfill"), StepRef("defringe"))
+    assert BUILTIN.parse("floodfill+defringe") == BUILTIN.parse("classical")
+    assert BUILTIN.parse("floodfill") == (StepRef("floodfill"),)
 
 
-def test_variants(calls: list[str | None]) -> None:
-    assert parse_pipeline("fakemodel:isnet-anime+defringe") == (
+def test_variants(pipelines: Pipelines) -> None:
+    assert pipelines.parse("fakemodel:isnet-anime+defringe") == (
         StepRef("fakemodel", "isnet-anime"),
         StepRef("defringe"),
     )
     assert str(StepRef("fakemodel", "isnet-anime")) == "fakemodel:isnet-anime"
     with pytest.raises(InvalidPipelineError, match="no variant 'x'"):
-        parse_pipeline("floodfill:x")
+        pipelines.parse("floodfill:x")
     with pytest.raises(InvalidPipelineError, match="alias"):
-        parse_pipeline("classical:x")
+        pipelines.parse("classical:x")
 
 
 def test_unknown_step_names_the_known_steps_and_aliases() -> None:
     with pytest.raises(UnknownPipelineError) as caught:
-        parse_pipeline("birefnet-nope+defringe")
+        BUILTIN.parse("birefnet-nope+defringe")
 
     message = str(caught.value)
     assert "'birefnet-nope'" in message
@@ -104,47 +114,55 @@ def test_unknown_step_names_the_known_steps_and_aliases() -> None:
 )
 def test_invalid_pipelines(name: str, match: str) -> None:
     with pytest.raises(InvalidPipelineError, match=match):
-        parse_pipeline(name)
+        BUILTIN.parse(name)
 
 
-def test_a_second_coarse_step_is_refused(calls: list[str | None]) -> None:
+def test_a_second_coarse_step_is_refused(pipelines: Pipelines) -> None:
     with pytest.raises(InvalidPipelineError, match="second coarse step fakemodel"):
-        parse_pipeline("floodfill+fakemodel")
+        pipelines.parse("floodfill+fakemodel")
 
 
 def test_registry() -> None:
+    registry = builtin_steps()
     with pytest.raises(ValueError, match="already registered"):
-        register_step(StepSpec("floodfill", StepRole.COARSE, "gpu_activity_worker.engines.classical"))
+        registry.register(StepSpec("floodfill", StepRole.COARSE, "gpu_activity_worker.engines.classical"))
     with pytest.raises(UnknownPipelineError, match="known steps: birefnet, defringe, floodfill, rembg, sam2, vitmatte"):
-        step_spec("nope")
-    step = step_spec("floodfill").load_factory()(None, StepContext())
+        registry.spec("nope")
+    step = registry.spec("floodfill").load_factory()(None, StepContext())
     assert (step.device, step.precision) == ("cpu", "fp32")
+
+
+def test_each_registry_is_its_own(steps: StepRegistry) -> None:
+    assert "fakemodel" in steps.names()
+    assert "fakemodel" not in builtin_steps().names()
 
 
 def test_engines_are_imported_only_when_built() -> None:
     code = (
         "import sys\n"
-        "from gpu_activity_worker.pipeline import parse_pipeline\n"
-        "parse_pipeline('classical')\n"
+        "from gpu_activity_worker.engines import builtin_steps\n"
+        "from gpu_activity_worker.pipeline import Pipelines\n"
+        "Pipelines(builtin_steps()).parse('classical')\n"
         "assert 'gpu_activity_worker.engines.classical' not in sys.modules\n"
         "assert 'scipy' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_each_step_and_pipeline_is_built_once(calls: list[str | None]) -> None:
-    first = build_pipeline("fakemodel:v1+fakerefine")
+def test_each_step_and_pipeline_is_built_once(steps: StepRegistry, calls: list[str | None]) -> None:
+    pipelines = Pipelines(steps)
+    first = pipelines.build("fakemodel:v1+fakerefine")
 
-    assert build_pipeline("fakemodel:v1+fakerefine") is first
-    build_pipeline("fakemodel:v1")  # another pipeline sharing the step reuses it
-    build_pipeline("fakemodel:v1", StepContext(device="cpu"))  # another context builds its own
-    build_pipeline("fakemodel:v2")
+    assert pipelines.build("fakemodel:v1+fakerefine") is first
+    pipelines.build("fakemodel:v1")  # another pipeline sharing the step reuses it
+    Pipelines(steps, StepContext(device="cpu")).build("fakemodel:v1")  # another worker builds its own
+    pipelines.build("fakemodel:v2")
     assert calls == ["v1", "v1", "v2"]
 
 
-def test_concurrent_builds_load_once(calls: list[str | None]) -> None:
-    def build(_: int) -> pipeline.MattingPipeline:
-        return build_pipeline("fakemodel:shared")
+def test_concurrent_builds_load_once(pipelines: Pipelines, calls: list[str | None]) -> None:
+    def build(_: int) -> MattingPipeline:
+        return pipelines.build("fakemodel:shared")
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         built = list(pool.map(build, range(32)))
@@ -153,8 +171,8 @@ def test_concurrent_builds_load_once(calls: list[str | None]) -> None:
     assert all(p is built[0] for p in built)
 
 
-def test_device_and_precision_of_mixed_steps(calls: list[str | None]) -> None:
-    mixed = build_pipeline("fakemodel+defringe")
+def test_device_and_precision_of_mixed_steps(pipelines: Pipelines) -> None:
+    mixed = pipelines.build("fakemodel+defringe")
 
     assert mixed.step_names == ["fakemodel", "defringe"]
     assert (mixed.device, mixed.precision) == ("cuda+cpu", "fp16+fp32")
@@ -164,7 +182,7 @@ def test_device_and_precision_of_mixed_steps(calls: list[str | None]) -> None:
 
 def test_run_classical() -> None:
     rgb = _disc_on_white()
-    classical = build_pipeline("classical")
+    classical = BUILTIN.build("classical")
 
     result = classical.run(rgb)
 
@@ -183,11 +201,11 @@ def test_run_classical() -> None:
 )
 def test_run_rejects_anything_but_uint8_rgb(bad: np.ndarray) -> None:
     with pytest.raises(ValueError, match="uint8 HxWx3"):
-        build_pipeline("classical").run(bad)
+        BUILTIN.build("classical").run(bad)
 
 
-def test_a_coarse_step_that_makes_no_alpha_is_reported(calls: list[str | None]) -> None:
-    register_step(StepSpec("broken", StepRole.COARSE, lambda variant, context: FakeStep(coarse=False)))
+def test_a_coarse_step_that_makes_no_alpha_is_reported(steps: StepRegistry) -> None:
+    steps.register(StepSpec("broken", StepRole.COARSE, lambda variant, context: FakeStep(coarse=False)))
 
     with pytest.raises(MattingError, match="produced no alpha"):
-        build_pipeline("broken").run(_disc_on_white())
+        Pipelines(steps).build("broken").run(_disc_on_white())

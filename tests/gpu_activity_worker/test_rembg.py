@@ -19,11 +19,10 @@ import pooch
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from gpu_activity_worker import pipeline
+from gpu_activity_worker.engines import builtin_steps
 from gpu_activity_worker.engines import rembg as engine
-from gpu_activity_worker.engines import step_spec
 from gpu_activity_worker.engines.base import InvalidPipelineError, MatteState, MattingError, StepContext, StepRole
-from gpu_activity_worker.pipeline import build_pipeline, parse_pipeline
+from gpu_activity_worker.pipeline import Pipelines
 from gpu_activity_worker.weights import CATALOGUE, UrlFile, WeightsMissingError
 
 DISC_COLOUR = np.array([0.2, 0.1, 0.3])
@@ -52,8 +51,6 @@ def no_network(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[list
     monkeypatch.delenv("U2NET_HOME", raising=False)
     for variable in ("HOME", "REMBG_HOME", "XDG_DATA_HOME"):
         monkeypatch.setenv(variable, str(tmp_path / "homes" / variable.lower()))
-    monkeypatch.setattr(pipeline, "_steps", {})
-    monkeypatch.setattr(pipeline, "_pipelines", {})
     yield attempts
     assert attempts == []
     assert not (tmp_path / "homes").exists()
@@ -99,7 +96,7 @@ def model_dir(tmp_path: Path) -> Path:
 
 
 def test_registered_variants_are_the_commercial_sessions() -> None:
-    spec = step_spec("rembg")
+    spec = builtin_steps().spec("rembg")
 
     assert spec.role is StepRole.COARSE
     assert spec.variants == engine.SESSIONS
@@ -139,15 +136,15 @@ def test_no_variant_means_isnet_anime(model_dir: Path) -> None:
     context = StepContext(device="cpu", model_dir=model_dir)
 
     assert engine.create_step(None, context).session == "isnet-anime"
-    assert build_pipeline("rembg", context).step_names == ["rembg"]
+    assert Pipelines(builtin_steps(), context).build("rembg").step_names == ["rembg"]
 
 
 @pytest.mark.parametrize("variant", ["bria-rmbg", "sam", "u2net_custom", "nope"])
 def test_other_sessions_are_refused_before_anything_loads(model_dir: Path, variant: str) -> None:
     with pytest.raises(InvalidPipelineError, match=f"no variant '{variant}'"):
-        parse_pipeline(f"rembg:{variant}+defringe")
+        Pipelines(builtin_steps()).parse(f"rembg:{variant}+defringe")
     with pytest.raises(InvalidPipelineError, match=f"no variant '{variant}'"):
-        build_pipeline(f"rembg:{variant}", StepContext(device="cpu", model_dir=model_dir))
+        Pipelines(builtin_steps(), StepContext(device="cpu", model_dir=model_dir)).build(f"rembg:{variant}")
     with pytest.raises(InvalidPipelineError, match=f"no variant '{variant}'"):
         engine.create_step(variant, StepContext(device="cpu", model_dir=model_dir))
 
@@ -239,7 +236,8 @@ def test_isnet_anime_then_defringe_cuts_out_the_disc(model_dir: Path) -> None:
     _write_model(model_dir, "isnet-anime")
     rgb, truth = _disc_image()
 
-    built = build_pipeline("rembg:isnet-anime+defringe", StepContext(device="cpu", model_dir=model_dir))
+    pipelines = Pipelines(builtin_steps(), StepContext(device="cpu", model_dir=model_dir))
+    built = pipelines.build("rembg:isnet-anime+defringe")
     result = built.run(rgb)
 
     assert built.step_names == ["rembg:isnet-anime", "defringe"]

@@ -17,7 +17,7 @@ import pytest
 import torch
 from sam2.build_sam import build_sam2
 
-from gpu_activity_worker.engines import step_spec
+from gpu_activity_worker.engines import builtin_steps
 from gpu_activity_worker.engines.base import (
     InvalidPipelineError,
     MatteState,
@@ -35,7 +35,7 @@ from gpu_activity_worker.engines.sam2 import (
     propagate_masks,
     refine_alpha,
 )
-from gpu_activity_worker.pipeline import build_pipeline, parse_pipeline
+from gpu_activity_worker.pipeline import Pipelines
 from gpu_activity_worker.weights import WeightsMissingError
 
 SIZE = 96
@@ -134,18 +134,20 @@ def test_a_mask_that_changes_too_much_is_ignored() -> None:
 
 
 def test_registry_and_pipeline_names() -> None:
-    spec = step_spec("sam2")
+    steps = builtin_steps()
+    spec = steps.spec("sam2")
     assert spec.role is StepRole.REFINER
     assert spec.variants == frozenset(VARIANTS)
-    assert [str(ref) for ref in parse_pipeline("floodfill+sam2:base-plus+defringe")] == [
+    pipelines = Pipelines(steps)
+    assert [str(ref) for ref in pipelines.parse("floodfill+sam2:base-plus+defringe")] == [
         "floodfill",
         "sam2:base-plus",
         "defringe",
     ]
     with pytest.raises(InvalidPipelineError, match="no variant 'huge'"):
-        parse_pipeline("floodfill+sam2:huge")
+        pipelines.parse("floodfill+sam2:huge")
     with pytest.raises(InvalidPipelineError, match="refiner"):
-        parse_pipeline("sam2")
+        pipelines.parse("sam2")
 
 
 @pytest.fixture(scope="module")
@@ -228,7 +230,8 @@ def test_floodfill_sam2_defringe_pipeline(model_dir: Path) -> None:
     state = _emoji(96, 96)
     rgb = np.clip(np.rint(state.image * 255), 0, 255).astype(np.uint8)
 
-    pipeline = build_pipeline("floodfill+sam2+defringe", StepContext(device="cpu", model_dir=model_dir))
+    pipelines = Pipelines(builtin_steps(), StepContext(device="cpu", model_dir=model_dir))
+    pipeline = pipelines.build("floodfill+sam2+defringe")
     result = pipeline.run(rgb)
 
     assert pipeline.step_names == ["floodfill", "sam2", "defringe"]

@@ -21,17 +21,17 @@ from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
-from temporalio.worker import Worker
+from temporalio.worker import SlotPermit, Worker
 
-from activities.artifacts import FileArtifactStore
-from activities.settings import Settings
-from gpu_activity_worker import engines, pipeline
+from core.artifacts import FileArtifactStore
 from gpu_activity_worker.activities import MattingActivities
-from gpu_activity_worker.engines import StepSpec, register_step
-from gpu_activity_worker.engines.base import MatteState, StepContext, StepRole
+from gpu_activity_worker.engines import StepRegistry, StepSpec, builtin_steps
+from gpu_activity_worker.engines.base import MatteState, StepRole
+from gpu_activity_worker.pipeline import Pipelines
+from gpu_activity_worker.settings import GpuWorkerSettings
 from gpu_activity_worker.slots import FrameCancelledError, GpuGate, PrefetchSlotSupplier
 from gpu_activity_worker.worker import build_gpu_worker
-from starter.devstack import start_throwaway_server
+from testkit.servers import start_throwaway_server
 from workflows.contract import GPU_TASK_QUEUE, MatteFrameInput, MatteFrameOutput
 
 # --- The gate --------------------------------------------------------------------------------------------------------
@@ -238,15 +238,18 @@ class HeldStep:
 
 
 @pytest.fixture
-def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[HeldStep]:
-    """The ``held`` step in an isolated registry and pipeline cache."""
-    monkeypatch.setattr(engines, "_STEPS", dict(engines._STEPS))
-    monkeypatch.setattr(pipeline, "_steps", {})
-    monkeypatch.setattr(pipeline, "_pipelines", {})
+def held() -> Iterator[HeldStep]:
+    """The step of the ``held`` pipeline (see :func:`_steps_with`)."""
     step = HeldStep()
-    register_step(StepSpec("held", StepRole.COARSE, lambda variant, context: step))
     yield step
     step.release.release(100)
+
+
+def _steps_with(step: HeldStep) -> StepRegistry:
+    """The built-in steps and ``held``, which is ``step``."""
+    steps = builtin_steps()
+    steps.register(StepSpec("held", StepRole.COARSE, lambda variant, context: step))
+    return steps
 
 
 def _frames(store: FileArtifactStore, count: int) -> list[MatteFrameInput]:
@@ -283,7 +286,7 @@ class _GpuQueue:
 async def _one_on_the_gpu_one_waiting(held: HeldStep, tmp_path: Path) -> AsyncIterator[_GpuQueue]:
     store = FileArtifactStore(tmp_path)
     first, second, spare = _frames(store, 3)
-    matting = MattingActivities(store, StepContext(), capacity=1, prefetch=1)
+    matting = MattingActivities(store, Pipelines(_steps_with(held)), capacity=1, prefetch=1)
     try:
         running = asyncio.create_task(ActivityEnvironment().run(matting.matte_frame, first))
         await _until(lambda: held.entered == [1], "the first frame on the GPU")
@@ -364,14 +367,43 @@ async def _started(client: Client, workflow_id: str) -> int:
     )
 
 
+@dataclass
+class _Reservations:
+    """The slots a supplier grants, and refuses while its GPU is full, each noted with the slots held at the time.
+
+    The SDK reserves a slot before each poll, so a refusal is the worker asking for one more frame and not getting it.
+    """
+
+    granted: list[int] = field(default_factory=list)
+    refused_while_full: list[int] = field(default_factory=list)
+
+    @classmethod
+    def observe(cls, supplier: PrefetchSlotSupplier, monkeypatch: pytest.MonkeyPatch) -> _Reservations:
+        seen = cls()
+        take = supplier._take
+
+        def observed_take() -> SlotPermit | None:
+            full = supplier._gate.full  # read first: while a frame stays on the GPU it stays full
+            permit = take()
+            if permit is not None:
+                seen.granted.append(supplier._held)
+            elif full:
+                seen.refused_while_full.append(supplier._held)
+            return permit
+
+        monkeypatch.setattr(supplier, "_take", observed_take)
+        return seen
+
+
 @pytest.mark.parametrize("prefetch", [0, 1])
 async def test_the_gpu_worker_takes_frames_ahead_only_while_its_gpu_is_full(
-    own_server: WorkflowEnvironment, held: HeldStep, tmp_path: Path, prefetch: int
+    own_server: WorkflowEnvironment, held: HeldStep, tmp_path: Path, prefetch: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client = own_server.client
     store = FileArtifactStore(tmp_path)
-    settings = Settings(_env_file=None, artifact_root=tmp_path.as_uri(), gpu_concurrency=1, gpu_prefetch=prefetch)
-    gpu, matting = build_gpu_worker(client, settings, store)
+    settings = GpuWorkerSettings(_env_file=None, gpu_concurrency=1, gpu_prefetch=prefetch)
+    gpu, matting = build_gpu_worker(client, settings, store, steps=_steps_with(held))
+    reservations = _Reservations.observe(matting.slot_supplier, monkeypatch)
     probe_queue = f"slots-{uuid.uuid4().hex[:8]}"
     probe = Worker(client, task_queue=probe_queue, workflows=[FanOutMatting])
     try:
@@ -381,14 +413,18 @@ async def test_the_gpu_worker_takes_frames_ahead_only_while_its_gpu_is_full(
                 FanOutMatting.run, _frames(store, 3), id=workflow_id, task_queue=probe_queue
             )
             await _until(lambda: len(held.entered) == 1, "the first frame on the GPU")
-            # One frame on the GPU, and with prefetch one more taken ahead (read, decoded, waiting); no more.
-            started = 0
+            # One frame on the GPU, and with prefetch one more taken ahead (read, decoded, waiting); no more. While
+            # the frame stays on the GPU the limit cannot rise, so once the worker holds that many slots and is
+            # refused the next it asks for, it can take no further frame: the third stays on the server.
+            await _until(
+                lambda: 1 + prefetch in reservations.refused_while_full,
+                "the worker refused a slot while holding 1 + prefetch",
+            )
             async with asyncio.timeout(10):
-                while started < 1 + prefetch:
-                    started = await _started(client, workflow_id)
+                while (started := await _started(client, workflow_id)) < 1 + prefetch:
                     await asyncio.sleep(0.05)
-            await asyncio.sleep(0.3)
-            assert await _started(client, workflow_id) == 1 + prefetch
+            assert started == 1 + prefetch and max(reservations.granted) == 1 + prefetch
+            assert len(held.entered) == 1
 
             for count in range(1, 4):
                 await _until(lambda count=count: len(held.entered) == count, f"frame {count} on the GPU")

@@ -12,7 +12,7 @@ import torch
 from scipy import ndimage
 from transformers import VitDetConfig, VitMatteConfig, VitMatteForImageMatting, VitMatteImageProcessor
 
-from gpu_activity_worker.engines import vitmatte
+from gpu_activity_worker.engines import builtin_steps, vitmatte
 from gpu_activity_worker.engines.base import InvalidPipelineError, MatteState, StepContext, UnsupportedImageError
 from gpu_activity_worker.engines.vitmatte import (
     TRIMAP_BACKGROUND,
@@ -23,7 +23,7 @@ from gpu_activity_worker.engines.vitmatte import (
     create_step,
     make_trimap,
 )
-from gpu_activity_worker.pipeline import build_pipeline, parse_pipeline
+from gpu_activity_worker.pipeline import Pipelines
 from gpu_activity_worker.weights import WeightsMissingError
 
 
@@ -249,7 +249,7 @@ def test_missing_weights_name_the_fetch_command(tmp_path: Path, variant: str | N
 
 def test_unknown_variant_is_rejected() -> None:
     with pytest.raises(InvalidPipelineError, match="variant 'large'"):
-        parse_pipeline("floodfill+vitmatte:large")
+        Pipelines(builtin_steps()).parse("floodfill+vitmatte:large")
     with pytest.raises(InvalidPipelineError, match="variant 'large'"):
         create_step("large", StepContext(device="cpu"))
 
@@ -257,7 +257,8 @@ def test_unknown_variant_is_rejected() -> None:
 def test_floodfill_vitmatte_defringe_pipeline(model_dir: Path) -> None:
     rgb = np.full((96, 96, 3), 255, dtype=np.uint8)
     rgb[_disc((96, 96), 30) >= 0.5] = (200, 60, 40)
-    result = build_pipeline("floodfill+vitmatte+defringe", StepContext(device="cpu", model_dir=model_dir)).run(rgb)
+    pipelines = Pipelines(builtin_steps(), StepContext(device="cpu", model_dir=model_dir))
+    result = pipelines.build("floodfill+vitmatte+defringe").run(rgb)
     assert result.rgba.shape == (96, 96, 4) and result.rgba.dtype == np.uint8
     assert result.rgba[48, 48, 3] == 255 and result.rgba[0, 0, 3] == 0
     assert (result.device, result.precision) == ("cpu", "fp32")
@@ -267,7 +268,7 @@ def test_defringe_colour_keeps_the_refined_alpha(model_dir: Path) -> None:
     """`defringe` would re-estimate (and so discard) ViTMatte's edge alpha; `defringe:colour` only unmixes colours."""
     rgb = np.full((96, 96, 3), 255, dtype=np.uint8)
     rgb[_disc((96, 96), 30) >= 0.5] = (200, 60, 40)
-    context = StepContext(device="cpu", model_dir=model_dir)
-    refined = build_pipeline("floodfill+vitmatte", context).run(rgb)
-    unmixed = build_pipeline("floodfill+vitmatte+defringe:colour", context).run(rgb)
+    pipelines = Pipelines(builtin_steps(), StepContext(device="cpu", model_dir=model_dir))
+    refined = pipelines.build("floodfill+vitmatte").run(rgb)
+    unmixed = pipelines.build("floodfill+vitmatte+defringe:colour").run(rgb)
     np.testing.assert_array_equal(unmixed.alpha, refined.alpha)

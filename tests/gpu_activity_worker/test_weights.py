@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import http.server
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -17,6 +18,10 @@ from gpu_activity_worker.weights import CATALOGUE, FetchError, HubSnapshot, Mode
 from starter.cli import app
 
 PAYLOAD = b"onnx-bytes" * 1000
+
+UNPINNED = {"sam2.1-hiera-tiny", "sam2.1-hiera-small", "sam2.1-hiera-base-plus", "sam2.1-hiera-large"}
+"""URL weight sets without a checksum: Meta publishes none for the SAM 2.1 checkpoints (not in the sam2 repository's
+checkpoints/download_ckpts.sh, not in the sam2 package). Any other URL entry must carry one."""
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +87,19 @@ def test_a_checksum_mismatch_leaves_nothing(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_md5_pin_is_checked(tmp_path: Path, file_server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"{file_server}/model.onnx"
+    good = ModelWeights("md5-model", "rembg", "x", UrlFile(url, "model.onnx", md5=hashlib.md5(PAYLOAD).hexdigest()))
+    bad = ModelWeights("md5-bad", "rembg", "x", UrlFile(url, "model.onnx", md5="0" * 32))
+    monkeypatch.setitem(CATALOGUE, good.name, good)
+    monkeypatch.setitem(CATALOGUE, bad.name, bad)
+
+    assert (weights.fetch(tmp_path, good.name) / "model.onnx").read_bytes() == PAYLOAD
+    with pytest.raises(FetchError, match=r"md5 [0-9a-f]{32} does not match"):
+        weights.fetch(tmp_path, bad.name)
+    assert [p.name for p in tmp_path.iterdir()] == ["md5-model"], "the mismatch leaves nothing behind"
+
+
 def test_no_network_is_said_clearly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     url = f"http://127.0.0.1:{closed_port()}/model.onnx"
     monkeypatch.setitem(CATALOGUE, "offline", ModelWeights("offline", "rembg", "x", UrlFile(url, "model.onnx")))
@@ -109,6 +127,7 @@ def test_missing_weights_name_the_fetch_command(tmp_path: Path) -> None:
         weights.require(None, "birefnet-general")
 
 
+@pytest.mark.slow  # huggingface_hub tries the network for about 20 s before it gives up
 def test_hub_snapshots_without_network_fail_clearly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setitem(CATALOGUE, "hub", ModelWeights("hub", "birefnet", "MIT", HubSnapshot("org/repo", "0" * 40)))
@@ -117,12 +136,29 @@ def test_hub_snapshots_without_network_fail_clearly(tmp_path: Path, monkeypatch:
     assert list(tmp_path.iterdir()) == []
 
 
+def _is_digest(value: str | None, algorithm: str, hex_digits: int) -> bool:
+    """A real ``algorithm`` digest: lower-case hex of the right length, not a placeholder or the empty file's."""
+    return (
+        value is not None
+        and re.fullmatch(f"[0-9a-f]{{{hex_digits}}}", value) is not None
+        and len(set(value)) > 1
+        and value != hashlib.new(algorithm, b"").hexdigest()
+    )
+
+
 def test_every_catalogue_entry_is_pinned() -> None:
+    unpinned = set()
     for entry in CATALOGUE.values():
-        if isinstance(entry.source, HubSnapshot):
-            assert len(entry.source.revision) == 40, f"{entry.name} is pinned to a commit"
-        else:
-            assert entry.source.url.startswith("https://"), entry.name
+        source = entry.source
+        if isinstance(source, HubSnapshot):
+            assert re.fullmatch("[0-9a-f]{40}", source.revision), f"{entry.name} is pinned to a commit"
+            continue
+        assert source.url.startswith("https://"), entry.name
+        assert source.sha256 is None or _is_digest(source.sha256, "sha256", 64), f"{entry.name}: sha256"
+        assert source.md5 is None or _is_digest(source.md5, "md5", 32), f"{entry.name}: md5"
+        if source.sha256 is None and source.md5 is None:
+            unpinned.add(entry.name)
+    assert unpinned == UNPINNED, "every URL entry carries a checksum (and a pinned one leaves UNPINNED)"
 
 
 def test_cli_lists_and_fetches(tmp_path: Path, catalogue_entry: ModelWeights, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,15 +7,16 @@ import socket
 from pathlib import Path
 
 import pytest
-from stack import wait_for_phase
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 
-from activities.connection import connect
-from activities.settings import Settings
+from core.connection import connect
 from starter.client import EmojiSetClient
-from starter.devstack import DevStack
+from starter.devstack import DevStack, DevStackSettings
+from testkit.stack import wait_for_phase
 from workflows import search_attributes as sa
 from workflows.contract import EmojiSetInput, Phase
+
+pytestmark = pytest.mark.slow
 
 
 def free_port() -> int:
@@ -25,12 +26,11 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def stack_settings(tmp_path: Path) -> Settings:
+def stack_settings(tmp_path: Path) -> DevStackSettings:
     port = free_port()
-    return Settings(
+    return DevStackSettings(
         _env_file=None,
         data_dir=tmp_path / "data",
-        artifact_root=(tmp_path / "artifacts").as_uri(),
         dev_server_port=port,
         dev_server_ui_port=free_port(),
         temporal_address=f"127.0.0.1:{port}",
@@ -38,7 +38,7 @@ def stack_settings(tmp_path: Path) -> Settings:
 
 
 async def test_stack_starts_runs_a_set_and_survives_a_restart(
-    stack_settings: Settings, monkeypatch: pytest.MonkeyPatch
+    stack_settings: DevStackSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for key, value in stack_settings.model_dump(mode="json").items():
         if isinstance(value, str | int) and value != "":

@@ -20,14 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from s3_server import s3_server
 from typer.testing import CliRunner
 
-from activities.artifacts import open_store
-from activities.settings import Settings
+from core.artifacts import open_store
+from core.settings import ArtifactSettings
+from gpu_activity_worker.engines import builtin_steps
 from gpu_activity_worker.engines.base import StepContext
-from gpu_activity_worker.runpod_handler import MattingHandler
+from gpu_activity_worker.pipeline import Pipelines
+from gpu_activity_worker.runpod.handler import MattingHandler
 from starter.runpod_cli import app
+from testkit.s3 import s3_server
 
 KEY = "rpa_TESTKEY0123456789"
 S3_SECRET = "s3-secret-never-printed"
@@ -192,7 +194,7 @@ def env(s3_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> di
 def runpod(env: dict[str, str], tmp_path: Path) -> Iterator[FakeRunPod]:
     """The stand-in; its endpoint workers share the CLI's S3 bucket (another machine's view of it)."""
     worker_store = open_store(
-        Settings(
+        ArtifactSettings(
             _env_file=None,
             artifact_root=env["POPCON_ARTIFACT_ROOT"],
             s3_endpoint_url=env["POPCON_S3_ENDPOINT_URL"],
@@ -203,7 +205,7 @@ def runpod(env: dict[str, str], tmp_path: Path) -> Iterator[FakeRunPod]:
     )
     handler = MattingHandler(
         worker_store,
-        StepContext(device="cpu", model_dir=tmp_path / "models"),
+        Pipelines(builtin_steps(), StepContext(device="cpu", model_dir=tmp_path / "models")),
         concurrency=1,
         inline_max_bytes=4_000_000,
     )

@@ -6,10 +6,10 @@ import asyncio
 import json
 from typing import Any
 
-from stack import Stack
 from temporalio.testing import WorkflowEnvironment
 
 from starter.devstack import temporal_cli
+from testkit.stack import Stack
 
 
 async def temporal(address: str, *args: str) -> Any:

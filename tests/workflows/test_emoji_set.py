@@ -9,15 +9,13 @@ from datetime import timedelta
 
 import pytest
 from PIL import Image, ImageSequence
-from stack import Stack, wait_for_phase
 from temporalio.api.common.v1 import Payload
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.common import RawValue
 
-from activities.generation import register_generator
-from activities.generation.base import GeneratedImage, GenerationRefused, GenerationThrottled
-from activities.generation.procedural import ProceduralGenerator
 from starter.client import ApprovalRefused, MessageRejected, SetClosed
+from testkit.generator_standins import RefusesFrameOne, ThrottledOnce
+from testkit.stack import Stack, wait_for_phase
 from workflows.contract import (
     ORCHESTRATION_TASK_QUEUE,
     WORKFLOW_TYPE,
@@ -25,7 +23,6 @@ from workflows.contract import (
     EmojiSetInput,
     EmojiSetState,
     FrameStatus,
-    GenerateFrameInput,
     Phase,
     PickCandidateInput,
     PickSource,
@@ -33,37 +30,6 @@ from workflows.contract import (
 )
 
 SMALL = {"poses": ["wave", "heart"], "frames_per_emoji": 3, "candidates_per_frame": 2, "image_size": 96}
-
-
-class RefusesFrameOne(ProceduralGenerator):
-    """Refuses frame 1 of every emoji unless a reviewer gave a custom prompt (the preset prompt is then absent)."""
-
-    name = "refuses-frame-one"
-
-    async def generate(self, request: GenerateFrameInput) -> list[GeneratedImage]:
-        if request.frame == 1 and request.pose.prompt in request.prompt:
-            raise GenerationRefused("DataInspectionFailed: the prompt was refused")
-        return await super().generate(request)
-
-
-class ThrottledOnce(ProceduralGenerator):
-    """Throttled on the first attempt of every frame, then fine: the retry policy absorbs it."""
-
-    name = "throttled-once"
-
-    def __init__(self) -> None:
-        self.attempts: dict[tuple[str, str, int], int] = {}
-
-    async def generate(self, request: GenerateFrameInput) -> list[GeneratedImage]:
-        key = (request.set_id, request.pose.name, request.frame)
-        self.attempts[key] = self.attempts.get(key, 0) + 1
-        if self.attempts[key] == 1:
-            raise GenerationThrottled("Throttling.RateQuota", retry_after_s=0.05)
-        return await super().generate(request)
-
-
-register_generator(RefusesFrameOne.name)(lambda _settings: RefusesFrameOne())
-register_generator(ThrottledOnce.name)(lambda _settings: ThrottledOnce())
 
 
 async def start_and_review(stack: Stack, set_id: str, **overrides: object) -> EmojiSetState:
@@ -132,7 +98,8 @@ async def test_pick_by_hand_and_invalid_picks_are_rejected(stack: Stack, set_id:
     result = await stack.sets.result(set_id)
     frame_two = (await stack.sets.state(set_id)).emojis[0].frames[2]
     assert (frame_two.pick, frame_two.picked_by) == (other, PickSource.HUMAN)
-    assert result.emojis[0].frames[2] == frame_two.picked().matte
+    chosen = frame_two.picked()
+    assert chosen is not None and result.emojis[0].frames[2] == chosen.matte
 
 
 async def test_regenerate_one_frame_with_a_custom_prompt(stack: Stack, set_id: str) -> None:
@@ -306,9 +273,16 @@ async def test_unknown_pipeline_or_generator_fails_before_any_work(
 
 async def test_start_is_idempotent_for_the_same_set_id(stack: Stack, set_id: str) -> None:
     request = EmojiSetInput(character_prompt="a cat", **SMALL)
-    first = await stack.sets.start(request, set_id=set_id)
-    second = await stack.sets.start(request, set_id=set_id)
-    assert first == second == set_id
+    assert await stack.sets.start(request, set_id=set_id) == set_id
+    first = await stack.client.get_workflow_handle(set_id).describe()
+    assert await stack.sets.start(request, set_id=set_id) == set_id
+    second = await stack.client.get_workflow_handle(set_id).describe()
+
+    assert second.run_id == first.run_id, "the second start must attach to the running set, not start a new run"
+    assert second.status is WorkflowExecutionStatus.RUNNING
+    history = await stack.client.get_workflow_handle(set_id, run_id=first.run_id).fetch_history()
+    started = [e for e in history.events if e.HasField("workflow_execution_started_event_attributes")]
+    assert len(started) == 1
     await stack.sets.cancel(set_id)
     assert (await stack.sets.result(set_id)).status == "cancelled"
 

@@ -10,14 +10,13 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
-from stack import Stack, run_stack, wait_for_phase
 from temporalio.api.common.v1 import Payload
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from activities.settings import Settings
-from starter.devstack import start_throwaway_server
+from testkit.servers import start_throwaway_server
+from testkit.stack import Stack, StackSettings, run_stack, wait_for_phase
 from workflows.contract import EmojiSetInput, Phase, PickCandidateInput, PickSource, RegenerateFrameInput
 from workflows.emoji_set import EmojiSetWorkflow
 
@@ -82,7 +81,7 @@ def _payloads(message: Message) -> Iterator[bytes]:
 
 
 @pytest.fixture(scope="module")
-async def eager_continue_as_new(settings: Settings) -> AsyncIterator[Stack]:
+async def eager_continue_as_new(settings: StackSettings) -> AsyncIterator[Stack]:
     """A dev server that suggests continue-as-new after 40 events, so a review continues as new several times."""
     env = await start_throwaway_server("--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=40")
     async for running in run_stack(env, settings):

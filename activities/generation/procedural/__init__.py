@@ -2,8 +2,8 @@
 
 The character is read from the prompt (body colour, creature kind, accessories), posed per preset (expression, prop,
 motion) and drawn with the signed-distance shapes of :mod:`activities.generation.drawing` over a uniform background.
-Because the drawing's alpha is exactly the coverage used to composite it, every image comes with its true alpha, which
-quality tests compare matting results against.
+Because the drawing's alpha is exactly the coverage used to composite it, :func:`render_frame` also returns each
+frame's true alpha, which quality tests and benchmarks compare matting results against.
 
 All geometry is laid out on a 256 x 256 design grid and scaled to the requested size. Frame ``f`` of ``n`` is the phase
 ``t = (f mod n) / n`` of a loop, so the last frame leads smoothly back to the first.
@@ -27,7 +27,6 @@ import numpy as np
 from numpy.typing import NDArray
 from PIL import Image
 
-from activities.generation import register_generator
 from activities.generation.base import GeneratedImage
 from activities.generation.drawing import Affine, Canvas, Colour, FloatArray
 from activities.generation.procedural.motion import GROUND_X, GROUND_Y, CandidateLook, Pose
@@ -49,7 +48,6 @@ from activities.generation.procedural.prompt import (
     character_for,
     stable_fraction,
 )
-from activities.settings import Settings
 from workflows.contract import GenerateFrameInput
 
 __all__ = [
@@ -137,31 +135,22 @@ def _png(array: NDArray[np.uint8]) -> bytes:
 
 
 class ProceduralGenerator:
-    """The offline generator: cartoon frames drawn from the prompt, with their true alpha."""
+    """The offline generator: cartoon frames drawn from the prompt."""
 
     name: ClassVar[str] = "procedural"
 
     async def generate(self, request: GenerateFrameInput) -> list[GeneratedImage]:
-        """Draw ``request.count`` candidates off the event loop, as PNGs with their true alpha."""
+        """Draw ``request.count`` candidates off the event loop, as PNGs."""
         return await asyncio.to_thread(self.generate_now, request)
 
     def generate_now(self, request: GenerateFrameInput) -> list[GeneratedImage]:
         """The blocking work of :meth:`generate`."""
         images = []
         for candidate in range(request.first_candidate, request.first_candidate + request.count):
-            rgb, alpha = render_frame(request, candidate)
+            rgb, _ = render_frame(request, candidate)
             images.append(
                 GeneratedImage(
-                    data=_png(rgb),
-                    media_type="image/png",
-                    width=request.image_size,
-                    height=request.image_size,
-                    true_alpha_png=_png(np.rint(alpha * 255.0).astype(np.uint8)),
+                    data=_png(rgb), media_type="image/png", width=request.image_size, height=request.image_size
                 )
             )
         return images
-
-
-@register_generator("procedural")
-def _create(settings: Settings) -> ProceduralGenerator:
-    return ProceduralGenerator()

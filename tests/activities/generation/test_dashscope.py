@@ -1,4 +1,4 @@
-"""The DashScope backend against a local stand-in of the service (tests/activities/generation/fake_dashscope.py)."""
+"""The DashScope backend against a local stand-in of the service (testkit/dashscope_standin.py)."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ from activities.generation.dashscope import (
     create_dashscope_generator,
     generation_edge,
 )
-from activities.settings import Settings
-from tests.activities.generation.fake_dashscope import Endpoint, FakeDashScope, seed_colour
+from activities.settings import DashScopeSettings
+from testkit.dashscope_standin import Endpoint, FakeDashScope, seed_colour
 from workflows.contract import GenerateFrameInput
 from workflows.presets import PRESETS
 
@@ -142,7 +142,7 @@ async def test_generates_the_candidates_end_to_end(fake: FakeDashScope, generato
 
     assert len(images) == 2
     for index, image in enumerate(images):
-        assert (image.media_type, image.width, image.height, image.true_alpha_png) == ("image/png", 128, 128, None)
+        assert (image.media_type, image.width, image.height) == ("image/png", 128, 128)
         with Image.open(io.BytesIO(image.data)) as decoded:
             assert (decoded.format, decoded.size) == ("PNG", (128, 128))
         assert same_colour(centre_colour(image), seed_colour(seed + index))
@@ -179,21 +179,20 @@ def test_long_prompts_are_cut_before_the_background_instruction() -> None:
     assert prompt.endswith(BACKGROUND_PROMPT)
 
 
-async def test_factory_builds_from_settings(fake: FakeDashScope) -> None:
-    settings = Settings(
-        dashscope_api_key=SecretStr(API_KEY),
-        dashscope_base_url=fake.base_url,
-        dashscope_poll_interval_s=0.01,
-        dashscope_timeout_s=5,
-    )
-    built = create_dashscope_generator(settings)
+async def test_factory_builds_from_the_dashscope_settings(fake: FakeDashScope, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POPCON_DASHSCOPE_API_KEY", API_KEY)
+    monkeypatch.setenv("POPCON_DASHSCOPE_BASE_URL", fake.base_url)
+    monkeypatch.setenv("POPCON_DASHSCOPE_POLL_INTERVAL_S", "0.01")
+    monkeypatch.setenv("POPCON_DASHSCOPE_TIMEOUT_S", "5")
+    monkeypatch.delenv("POPCON_DASHSCOPE_MODEL", raising=False)
+    built = create_dashscope_generator()
     assert isinstance(built, DashScopeGenerator)
     async with aclosing(built):
         assert built.name == "dashscope"
         images = await built.generate(frame_request(count=1))
 
     assert len(images) == 1
-    assert fake.submits()[0].body["model"] == settings.dashscope_model
+    assert fake.submits()[0].body["model"] == DashScopeSettings.model_fields["dashscope_model"].default
 
 
 # --- Failures ------------------------------------------------------------------------------------------------------
@@ -228,7 +227,7 @@ async def test_error_answers_map_to_exceptions(
         await generator.generate(frame_request())
 
     assert type(caught.value) is expected
-    assert caught.value.retryable is (expected is not GenerationRefused)
+    assert caught.value.failure_type.retryable is (expected is not GenerationRefused)
     assert f"DashScope {code}: scripted failure (HTTP {status}" in str(caught.value)
     assert caught.value.retry_after_s is None
 
@@ -331,7 +330,7 @@ async def test_network_errors_are_retryable() -> None:
         with pytest.raises(GenerationError, match="ConnectError") as caught:
             await unreachable.generate(frame_request())
 
-    assert caught.value.retryable
+    assert caught.value.failure_type.retryable
 
 
 async def test_a_task_that_never_finishes_times_out(fake: FakeDashScope) -> None:
@@ -377,7 +376,7 @@ async def test_an_expired_heartbeated_task_is_dropped_then_resubmitted(
     second = Attempt(generator, [first.heartbeats[-1]])
     with pytest.raises(GenerationError, match="is UNKNOWN") as caught:
         await second.run(request)
-    assert caught.value.retryable
+    assert caught.value.failure_type.retryable
     assert second.heartbeats[-1] == {"task_ids": {}}
 
     images = await Attempt(generator, [second.heartbeats[-1]]).run(request)

@@ -1,6 +1,6 @@
 """The RunPod Serverless handler: one matting job per call, with the same engines and contract as the GPU worker.
 
-``python -m gpu_activity_worker.runpod_handler`` is the endpoint's entry point. It builds the configured default
+``python -m gpu_activity_worker.runpod.handler`` is the endpoint's entry point. It builds the configured default
 pipeline once (``POPCON_RUNPOD_PRELOAD_PIPELINE``: its weights load before the first job, not during it), logs how
 long that cold start took, and hands :meth:`MattingHandler.handle` to ``runpod.serverless.start``, RunPod's worker loop.
 
@@ -24,13 +24,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from activities.artifacts import ArtifactError, ArtifactStore, open_store
-from activities.observability import configure_logging
-from activities.settings import Settings
+from core.artifacts import ArtifactError, ArtifactStore, open_store
+from core.observability import configure_logging
+from core.settings import ArtifactSettings, ObservabilitySettings
 from gpu_activity_worker import matting
-from gpu_activity_worker.engines.base import MattingError, StepContext
-from gpu_activity_worker.runpod_jobs import (
-    INVALID_REQUEST,
+from gpu_activity_worker.engines import StepRegistry, builtin_steps
+from gpu_activity_worker.engines.base import MattingError
+from gpu_activity_worker.pipeline import Pipelines
+from gpu_activity_worker.runpod.jobs import (
+    INLINE_SCHEME,
     JOB_INPUT,
     DescribeJob,
     MatteJob,
@@ -39,12 +41,11 @@ from gpu_activity_worker.runpod_jobs import (
     encode_inline,
     job_error,
 )
-from workflows.contract import ArtifactRef, DescribePipelineInput
+from gpu_activity_worker.runpod.settings import RunPodSettings
+from gpu_activity_worker.settings import GpuWorkerSettings
+from workflows.contract import ArtifactRef, DescribePipelineInput, FailureType
 
 log = logging.getLogger(__name__)
-
-INLINE_SCHEME = "inline:"
-"""URI scheme of a matte that travels back in the job output; the dispatcher stores it under its own store's key."""
 
 
 class InlineArtifacts:
@@ -86,14 +87,14 @@ class MattingHandler:
 
     Args:
         store: The shared artifact store, for jobs that carry references.
-        context: Device and weights folder, shared with the preloaded pipeline.
+        pipelines: This worker's pipelines, shared with the preloaded one.
         concurrency: Jobs this worker runs at once (threads, and the worker loop's concurrency).
         inline_max_bytes: Largest base64 image accepted in a job or returned in its output.
     """
 
-    def __init__(self, store: ArtifactStore, context: StepContext, *, concurrency: int, inline_max_bytes: int) -> None:
+    def __init__(self, store: ArtifactStore, pipelines: Pipelines, *, concurrency: int, inline_max_bytes: int) -> None:
         self._store = store
-        self._context = context
+        self._pipelines = pipelines
         self._concurrency = concurrency
         self._inline_max_bytes = inline_max_bytes
         self._executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="runpod-job")
@@ -107,30 +108,33 @@ class MattingHandler:
         try:
             request = JOB_INPUT.validate_python(job.get("input"))
         except ValidationError as err:
-            return job_error(INVALID_REQUEST, f"the job input does not fit the contract: {_validation_summary(err)}")
+            return job_error(
+                FailureType.INVALID_REQUEST, f"the job input does not fit the contract: {_validation_summary(err)}"
+            )
         started = time.perf_counter()
         try:
             output = await asyncio.get_running_loop().run_in_executor(self._executor, self._run, request)
         except Exception as err:  # the job boundary: every failure becomes a typed error the dispatcher can sort
-            kind, retryable = matting.failure_type(err)
+            kind = matting.failure_type(err)
+            foreseen = isinstance(err, MattingError | ArtifactError)
             log.warning(
                 "job failed",
-                extra={"job_id": job.get("id"), "type": kind, "retryable": retryable, "error": str(err)},
-                exc_info=not isinstance(err, MattingError | ArtifactError),  # a traceback only for the unexpected
+                extra={"job_id": job.get("id"), "type": kind.value, "retryable": kind.retryable, "error": str(err)},
+                exc_info=not foreseen,  # a traceback only for the unexpected
             )
-            return job_error(kind, str(err))
+            return job_error(kind, str(err) if foreseen else f"{type(err).__name__}: {err}")
         log.info("job done", extra={"job_id": job.get("id"), "op": request.op, "ms": _ms_since(started)})
         return output
 
     def _run(self, request: MatteJob | DescribeJob) -> dict[str, Any]:
         if isinstance(request, DescribeJob):
-            return matting.describe(request.request, self._context).model_dump(mode="json")
+            return matting.describe(request.request, self._pipelines).model_dump(mode="json")
         if request.inline_source is None:
-            result = matting.matte(request.request, self._store, self._context)
+            result = matting.matte(request.request, self._store, self._pipelines)
             return MatteJobOutput(result=result).model_dump(mode="json")
         source = request.request.source
         inline = InlineArtifacts(source, decode_inline(request.inline_source, self._inline_max_bytes, source.uri))
-        result = matting.matte(request.request, inline, self._context)
+        result = matting.matte(request.request, inline, self._pipelines)
         assert inline.stored is not None  # matte() stores its cut-out before it returns
         matte = encode_inline(inline.stored, self._inline_max_bytes, f"the matte of {source.uri}")
         return MatteJobOutput(result=result, inline_matte=matte).model_dump(mode="json")
@@ -143,22 +147,21 @@ def _ms_since(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 1)
 
 
-def main() -> None:
-    """Load the engines, log the cold start, then run RunPod's worker loop until the platform stops the worker."""
+def main(steps: StepRegistry | None = None) -> None:
+    """Load the engines, log the cold start, then run RunPod's worker loop until the platform stops the worker.
+
+    Args:
+        steps: The steps pipelines may use; ``None`` is :func:`~gpu_activity_worker.engines.builtin_steps`.
+    """
     started = time.perf_counter()
     # Imported here: the SDK takes about 1.4 s to import and installs a root log handler (replaced just below).
     import runpod
 
-    settings = Settings()
-    configure_logging(settings.log_level)
-    context = StepContext(
-        device=settings.matting_device,
-        model_dir=settings.model_dir,
-        max_batch=settings.matting_max_batch,
-        max_batch_wait_ms=settings.matting_batch_wait_ms,
-    )
-    store = open_store(settings)
-    preloaded = matting.describe(DescribePipelineInput(pipeline=settings.runpod_preload_pipeline), context)
+    configure_logging(ObservabilitySettings().log_level)
+    settings = RunPodSettings()
+    pipelines = Pipelines(builtin_steps() if steps is None else steps, GpuWorkerSettings().step_context())
+    store = open_store(ArtifactSettings())
+    preloaded = matting.describe(DescribePipelineInput(pipeline=settings.runpod_preload_pipeline), pipelines)
     log.info(
         "cold start done",
         extra={
@@ -171,7 +174,7 @@ def main() -> None:
     )
     handler = MattingHandler(
         store,
-        context,
+        pipelines,
         concurrency=settings.runpod_handler_concurrency,
         inline_max_bytes=settings.runpod_inline_max_bytes,
     )

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import io
+import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -13,23 +16,16 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from activities.artifacts import ArtifactStore, FileArtifactStore
-from gpu_activity_worker.engines.base import StepContext
-from gpu_activity_worker.runpod_handler import INLINE_SCHEME, MattingHandler
-from gpu_activity_worker.runpod_jobs import JOB_NON_RETRYABLE_TYPES, MatteJobOutput, parse_job_error
-from workflows.contract import ArtifactRef, MatteFrameInput, PipelineDescription
+from core.artifacts import ArtifactStore, FileArtifactStore
+from gpu_activity_worker.engines import StepRegistry, StepSpec, builtin_steps
+from gpu_activity_worker.engines.base import MatteState, StepContext, StepRole
+from gpu_activity_worker.pipeline import Pipelines
+from gpu_activity_worker.runpod.handler import MattingHandler
+from gpu_activity_worker.runpod.jobs import INLINE_SCHEME, MatteJobOutput, parse_job_error
+from testkit.images import sticker_png
+from workflows.contract import ArtifactRef, FailureType, MatteFrameInput, PipelineDescription
 
 INLINE_LIMIT = 4_000_000
-
-
-def sticker_png(size: int = 64) -> bytes:
-    """A disc on a plain background: what the classical pipeline cuts out."""
-    yy, xx = np.indices((size, size))
-    disc = np.hypot(yy - size / 2, xx - size / 2) < size / 3
-    rgb = np.where(disc[..., None], np.array([240, 120, 40], np.uint8), np.array([250, 250, 250], np.uint8))
-    buffer = io.BytesIO()
-    Image.fromarray(rgb.astype(np.uint8), "RGB").save(buffer, format="PNG", optimize=True)
-    return buffer.getvalue()
 
 
 def noise_png(size: int = 64) -> bytes:
@@ -57,23 +53,34 @@ def store(tmp_path: Path) -> FileArtifactStore:
     return FileArtifactStore(tmp_path / "artifacts")
 
 
-def handler_for(store: ArtifactStore, *, inline_max_bytes: int = INLINE_LIMIT) -> Iterator[MattingHandler]:
-    handler = MattingHandler(store, StepContext(device="cpu"), concurrency=2, inline_max_bytes=inline_max_bytes)
+def handler_for(
+    store: ArtifactStore, *, inline_max_bytes: int = INLINE_LIMIT, steps: StepRegistry | None = None
+) -> Iterator[MattingHandler]:
+    pipelines = Pipelines(builtin_steps() if steps is None else steps, StepContext(device="cpu"))
+    handler = MattingHandler(store, pipelines, concurrency=2, inline_max_bytes=inline_max_bytes)
     yield handler
     handler.close()
 
 
 @pytest.fixture
-def handler(store: FileArtifactStore) -> Iterator[MattingHandler]:
-    yield from handler_for(store)
+def steps() -> StepRegistry:
+    """The handler fixture's steps: a test may add stand-ins before its first job."""
+    return builtin_steps()
 
 
-def matte_job(source: ArtifactRef, pipeline: str = "classical", **extra: Any) -> dict[str, Any]:
-    request = MatteFrameInput(source=source, output_key="sets/s/wave/0/0/matte.png", pipeline=pipeline)
+@pytest.fixture
+def handler(store: FileArtifactStore, steps: StepRegistry) -> Iterator[MattingHandler]:
+    yield from handler_for(store, steps=steps)
+
+
+def matte_job(
+    source: ArtifactRef, pipeline: str = "classical", *, output_key: str = "sets/s/wave/0/0/matte.png", **extra: Any
+) -> dict[str, Any]:
+    request = MatteFrameInput(source=source, output_key=output_key, pipeline=pipeline)
     return {"id": "job-1", "input": {"op": "matte", "request": request.model_dump(mode="json"), **extra}}
 
 
-def error_type(result: dict[str, Any]) -> str:
+def error_type(result: dict[str, Any]) -> FailureType:
     assert set(result) == {"error"}, result
     assert isinstance(result["error"], str), "RunPod needs a string error (a list gives HTTP 500 at job-done)"
     return parse_job_error(result["error"])[0]
@@ -118,8 +125,7 @@ async def test_an_input_outside_the_contract_fails_as_invalid_request(
 ) -> None:
     result = await handler.handle({"id": "job-3", "input": job_input})
 
-    assert error_type(result) == "InvalidRequest"
-    assert "InvalidRequest" in JOB_NON_RETRYABLE_TYPES
+    assert error_type(result) is FailureType.INVALID_REQUEST and not FailureType.INVALID_REQUEST.retryable
 
 
 async def test_failures_keep_their_type_so_the_dispatcher_knows_which_a_retry_cannot_fix(
@@ -139,7 +145,7 @@ async def test_failures_keep_their_type_so_the_dispatcher_knows_which_a_retry_ca
     types = {expected: error_type(await handler.handle(job)) for expected, job in cases.items()}
 
     assert types == {expected: expected for expected in cases}
-    assert [kind for kind in types if kind in JOB_NON_RETRYABLE_TYPES] == [
+    assert [kind for kind in types if not FailureType(kind).retryable] == [
         "UnknownPipeline",
         "CorruptImage",
         "UnsupportedImage",
@@ -199,5 +205,39 @@ async def test_inline_bytes_that_do_not_match_the_reference_are_rejected() -> No
     assert error_type(garbled) == "CorruptImage"
 
 
-def test_the_worker_loop_takes_as_many_jobs_as_the_handler_has_threads(handler: MattingHandler) -> None:
-    assert handler.concurrency(1) == 2
+@dataclass
+class MeetingStep:
+    """A stand-in coarse step that lets frames through only together: all ``meet.parties`` of them at once, or none.
+
+    Frames that do not run at the same time never meet: the barrier times out and their jobs fail.
+    """
+
+    meet: threading.Barrier
+    device: str = "cpu"
+    precision: str = "fp32"
+    threads: list[str] = field(default_factory=list)
+
+    def apply(self, state: MatteState) -> MatteState:
+        self.threads.append(threading.current_thread().name)
+        self.meet.wait()
+        return MatteState(image=state.image, alpha=np.ones(state.image.shape[:2], dtype=np.float32))
+
+
+async def test_the_worker_loop_takes_as_many_jobs_as_the_handler_has_threads(
+    handler: MattingHandler, store: FileArtifactStore, steps: StepRegistry
+) -> None:
+    jobs = handler.concurrency(1)
+    assert jobs == 2, "the handler fixture runs two jobs at once"
+    step = MeetingStep(threading.Barrier(jobs, timeout=30))
+    steps.register(StepSpec("meeting", StepRole.COARSE, lambda variant, context: step))
+    source = store.put("sticker.png", sticker_png(), "image/png", width=64, height=64)
+
+    results = await asyncio.gather(
+        *(handler.handle(matte_job(source, "meeting", output_key=f"meeting/{job}.png")) for job in range(jobs))
+    )
+
+    assert all("error" not in result for result in results), f"the jobs did not all run at once: {results}"
+    assert [MatteJobOutput.model_validate(result).result.pipeline for result in results] == ["meeting"] * jobs
+    assert len(set(step.threads)) == jobs and all(name.startswith("runpod-job") for name in step.threads), (
+        "each job ran on a thread of the handler's own pool"
+    )

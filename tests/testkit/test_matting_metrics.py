@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from gpu_activity_worker import metrics
+from testkit import matting_metrics as metrics
 
 SIZE = 64
 

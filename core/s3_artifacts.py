@@ -13,7 +13,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from activities.artifacts import ArtifactError
+from core.artifacts import ArtifactError
 from workflows.contract import ArtifactRef
 
 

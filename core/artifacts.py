@@ -10,15 +10,17 @@ import hashlib
 import os
 import tempfile
 from pathlib import Path
-from typing import Protocol
+from typing import ClassVar, Protocol
 from urllib.parse import unquote, urlparse
 
-from activities.settings import Settings
-from workflows.contract import ArtifactRef
+from core.settings import ArtifactSettings
+from workflows.contract import ArtifactRef, FailureType
 
 
 class ArtifactError(Exception):
     """A stored artifact is missing or does not match its reference."""
+
+    failure_type: ClassVar[FailureType] = FailureType.ARTIFACT_ERROR
 
 
 class ArtifactStore(Protocol):
@@ -80,14 +82,14 @@ class FileArtifactStore:
         return data
 
 
-def open_store(settings: Settings) -> ArtifactStore:
+def open_store(settings: ArtifactSettings) -> ArtifactStore:
     """The configured store: ``file:///abs/path`` (or a plain path), or ``s3://bucket/prefix`` with the S3 settings."""
     uri = settings.artifact_root_uri()
     parsed = urlparse(uri)
     if parsed.scheme in ("", "file"):
         return FileArtifactStore(Path(unquote(parsed.path) if parsed.scheme else uri))
     if parsed.scheme == "s3":
-        from activities.s3_artifacts import S3ArtifactStore
+        from core.s3_artifacts import S3ArtifactStore
 
         secret = settings.s3_secret_access_key
         return S3ArtifactStore(

@@ -1,17 +1,17 @@
-"""Settings from the environment: the GPU worker's prefetch, whose default follows its capacity."""
+"""The GPU worker's settings from the environment: its prefetch, whose default follows its capacity."""
 
 from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
 
-from activities.settings import Settings
+from gpu_activity_worker.settings import GpuWorkerSettings
 
 
 def test_prefetch_defaults_to_the_gpu_capacity(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POPCON_GPU_CONCURRENCY", "12")
     monkeypatch.delenv("POPCON_GPU_PREFETCH", raising=False)
-    assert Settings(_env_file=None).gpu_prefetch_frames() == 12
+    assert GpuWorkerSettings(_env_file=None).gpu_prefetch_frames() == 12
 
 
 @pytest.mark.parametrize(("value", "frames"), [("", 3), ("0", 0), ("5", 5)])
@@ -19,10 +19,10 @@ def test_prefetch_from_the_environment(monkeypatch: pytest.MonkeyPatch, value: s
     """Empty is what compose passes for an unset variable: it means the default."""
     monkeypatch.delenv("POPCON_GPU_CONCURRENCY", raising=False)
     monkeypatch.setenv("POPCON_GPU_PREFETCH", value)
-    assert Settings(_env_file=None).gpu_prefetch_frames() == frames
+    assert GpuWorkerSettings(_env_file=None).gpu_prefetch_frames() == frames
 
 
 def test_negative_prefetch_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POPCON_GPU_PREFETCH", "-1")
     with pytest.raises(ValidationError, match="gpu_prefetch"):
-        Settings(_env_file=None)
+        GpuWorkerSettings(_env_file=None)

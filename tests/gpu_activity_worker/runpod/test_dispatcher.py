@@ -17,20 +17,23 @@ from temporalio.activity import ActivityCancellationDetails
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.artifacts import FileArtifactStore
-from activities.settings import Settings
-from gpu_activity_worker.dispatcher import RunPodDispatcher
+from core.artifacts import FileArtifactStore
+from gpu_activity_worker.engines import builtin_steps
 from gpu_activity_worker.engines.base import StepContext
-from gpu_activity_worker.runpod_handler import MattingHandler
-from gpu_activity_worker.runpod_jobs import MatteJob, MatteJobOutput, RunPodApi
-from tests.gpu_activity_worker.runpod_standin import (
+from gpu_activity_worker.pipeline import Pipelines
+from gpu_activity_worker.runpod.api import RunPodApi
+from gpu_activity_worker.runpod.dispatcher import RunPodDispatcher
+from gpu_activity_worker.runpod.handler import MattingHandler
+from gpu_activity_worker.runpod.jobs import MatteJob, MatteJobOutput
+from gpu_activity_worker.runpod.settings import RunPodSettings
+from testkit.images import sticker_png
+from testkit.runpod_standin import (
     CANCELLED,
     IN_PROGRESS,
     EndpointConfig,
     Job,
     RunPodStandIn,
 )
-from tests.gpu_activity_worker.test_runpod_handler import sticker_png
 from workflows.contract import ArtifactRef, DescribePipelineInput, MatteFrameInput, MatteFrameOutput
 
 T = TypeVar("T")
@@ -52,10 +55,9 @@ async def endpoint() -> AsyncIterator[RunPodStandIn]:
         yield running
 
 
-def settings_for(endpoint: RunPodStandIn, artifact_root: str = "s3://emoji/sets", **overrides: Any) -> Settings:
-    return Settings(
+def settings_for(endpoint: RunPodStandIn, **overrides: Any) -> RunPodSettings:
+    return RunPodSettings(
         _env_file=None,
-        artifact_root=artifact_root,
         runpod_endpoint_id=endpoint.config.endpoint_id,
         runpod_api_key=SecretStr(endpoint.config.api_key),
         runpod_base_url=endpoint.base_url,
@@ -69,7 +71,7 @@ def settings_for(endpoint: RunPodStandIn, artifact_root: str = "s3://emoji/sets"
 @pytest.fixture
 async def dispatcher(endpoint: RunPodStandIn, tmp_path: Path) -> AsyncIterator[RunPodDispatcher]:
     settings = settings_for(endpoint)
-    running = RunPodDispatcher(api_for(endpoint), FileArtifactStore(tmp_path), settings)
+    running = RunPodDispatcher(api_for(endpoint), FileArtifactStore(tmp_path), settings, inline=False)
     yield running
     await running.aclose()
 
@@ -257,7 +259,7 @@ async def test_a_job_failed_for_a_reason_no_retry_fixes_fails_the_activity_for_g
     ("error", "kind"),
     [
         ("ArtifactError: s3://emoji/x.png: artifact is missing", "ArtifactError"),
-        ("OSError: CUDA out of memory", "OSError"),
+        ("OSError: CUDA out of memory", "RunPodJobFailed"),
         ('{"error_type": "<class \'RuntimeError\'>", "error_message": "boom"}', "RunPodJobFailed"),
     ],
     ids=["typed", "untyped-exception", "sdk-report"],
@@ -307,7 +309,7 @@ async def test_a_job_runpod_lost_track_of_is_retried(endpoint: RunPodStandIn, di
 async def test_a_refused_api_key_fails_for_good(endpoint: RunPodStandIn, tmp_path: Path) -> None:
     settings = settings_for(endpoint)
     api = RunPodApi(settings.runpod_base_url, settings.runpod_endpoint_id, SecretStr("wrong-key"))
-    dispatcher = RunPodDispatcher(api, FileArtifactStore(tmp_path), settings)
+    dispatcher = RunPodDispatcher(api, FileArtifactStore(tmp_path), settings, inline=False)
     with pytest.raises(ApplicationError) as failure:
         await settle(Attempt().env.run(dispatcher.matte_frame, REQUEST))
     await dispatcher.aclose()
@@ -339,9 +341,10 @@ def inline_store(tmp_path: Path) -> FileArtifactStore:
 async def test_without_a_shared_store_images_travel_inline_through_the_real_handler(
     endpoint: RunPodStandIn, inline_store: FileArtifactStore
 ) -> None:
-    settings = settings_for(endpoint, artifact_root=inline_store.root.as_uri())
-    dispatcher = RunPodDispatcher(api_for(endpoint), inline_store, settings)
-    handler = MattingHandler(inline_store, StepContext(device="cpu"), concurrency=1, inline_max_bytes=4_000_000)
+    settings = settings_for(endpoint)
+    dispatcher = RunPodDispatcher(api_for(endpoint), inline_store, settings, inline=True)
+    pipelines = Pipelines(builtin_steps(), StepContext(device="cpu"))
+    handler = MattingHandler(inline_store, pipelines, concurrency=1, inline_max_bytes=4_000_000)
     source = inline_store.put("sets/s/wave/0/0/source.png", sticker_png(), "image/png", width=64, height=64)
     request = REQUEST.model_copy(update={"source": source})
 
@@ -363,8 +366,8 @@ async def test_without_a_shared_store_images_travel_inline_through_the_real_hand
 async def test_an_inline_source_over_the_limit_fails_for_good_before_any_job(
     endpoint: RunPodStandIn, inline_store: FileArtifactStore
 ) -> None:
-    settings = settings_for(endpoint, artifact_root=inline_store.root.as_uri(), runpod_inline_max_bytes=100)
-    dispatcher = RunPodDispatcher(api_for(endpoint), inline_store, settings)
+    settings = settings_for(endpoint, runpod_inline_max_bytes=100)
+    dispatcher = RunPodDispatcher(api_for(endpoint), inline_store, settings, inline=True)
     source = inline_store.put("big.png", sticker_png(), "image/png")
     submitted = len(endpoint.jobs)
 

@@ -6,10 +6,10 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import Runtime
 
-from activities.settings import Settings
+from core.settings import TemporalSettings
 
 
-async def connect(settings: Settings, runtime: Runtime | None = None) -> Client:
+async def connect(settings: TemporalSettings, runtime: Runtime | None = None) -> Client:
     """Connect to the configured Temporal frontend with the pydantic data converter."""
     return await Client.connect(
         settings.temporal_address,

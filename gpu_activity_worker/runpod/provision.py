@@ -39,19 +39,19 @@ import numpy as np
 from PIL import Image, ImageDraw, UnidentifiedImageError
 from pydantic import SecretStr, ValidationError
 
-from activities.artifacts import ArtifactError, ArtifactStore
-from activities.settings import Settings
-from gpu_activity_worker.runpod_handler import INLINE_SCHEME
-from gpu_activity_worker.runpod_jobs import (
-    JobStatus,
+from core.artifacts import ArtifactError, ArtifactStore, open_store
+from core.settings import ArtifactSettings
+from gpu_activity_worker.runpod.api import JobStatus, RunPodApi, RunPodApiError
+from gpu_activity_worker.runpod.jobs import (
+    INLINE_SCHEME,
     MatteJob,
     MatteJobOutput,
-    RunPodApi,
-    RunPodApiError,
     decode_inline,
     encode_inline,
     parse_job_error,
 )
+from gpu_activity_worker.runpod.settings import RunPodSettings
+from gpu_activity_worker.settings import GpuWorkerSettings
 from workflows.contract import ArtifactRef, MatteFrameInput, MatteFrameOutput
 
 REDACTED = "<redacted>"
@@ -104,7 +104,7 @@ def _scrub(text: str, secrets: Sequence[str]) -> str:
     return text
 
 
-def api_key(settings: Settings) -> SecretStr:
+def api_key(settings: RunPodSettings) -> SecretStr:
     """The RunPod API key.
 
     Raises:
@@ -202,7 +202,9 @@ class Deployment:
     """Secret values inside the bodies, scrubbed from any error text."""
 
 
-def handler_environment(settings: Settings) -> dict[str, str]:
+def handler_environment(
+    settings: RunPodSettings, matting: GpuWorkerSettings, artifacts: ArtifactSettings, *, log_level: str
+) -> dict[str, str]:
     """The environment of the RunPod handler: its knobs, and the artifact store when RunPod can reach it.
 
     With an ``s3://`` artifact root the workers share the store; with a ``file://`` root they get none and every
@@ -211,32 +213,33 @@ def handler_environment(settings: Settings) -> dict[str, str]:
     """
     env = {
         "POPCON_MATTING_DEVICE": "cuda",
-        "POPCON_MATTING_MAX_BATCH": str(settings.matting_max_batch),
-        "POPCON_MATTING_BATCH_WAIT_MS": str(settings.matting_batch_wait_ms),
-        "POPCON_LOG_LEVEL": settings.log_level,
+        "POPCON_MATTING_MAX_BATCH": str(matting.matting_max_batch),
+        "POPCON_MATTING_BATCH_WAIT_MS": str(matting.matting_batch_wait_ms),
+        "POPCON_LOG_LEVEL": log_level,
         "POPCON_RUNPOD_HANDLER_CONCURRENCY": str(settings.runpod_handler_concurrency),
         "POPCON_RUNPOD_PRELOAD_PIPELINE": settings.runpod_preload_pipeline,
         "POPCON_RUNPOD_INLINE_MAX_BYTES": str(settings.runpod_inline_max_bytes),
     }
-    root = settings.artifact_root_uri()
-    if not root.startswith("s3://"):
+    if not artifacts.is_shared():
         return env
-    secret = settings.s3_secret_access_key
+    secret = artifacts.s3_secret_access_key
     if settings.runpod_s3_secret_name:
         secret_value = _secret_reference(settings.runpod_s3_secret_name)
     else:
         secret_value = secret.get_secret_value() if secret else ""
     store = {
-        "POPCON_ARTIFACT_ROOT": root,
-        "POPCON_S3_ENDPOINT_URL": settings.s3_endpoint_url or "",
-        "POPCON_S3_ACCESS_KEY_ID": settings.s3_access_key_id or "",
+        "POPCON_ARTIFACT_ROOT": artifacts.artifact_root_uri(),
+        "POPCON_S3_ENDPOINT_URL": artifacts.s3_endpoint_url or "",
+        "POPCON_S3_ACCESS_KEY_ID": artifacts.s3_access_key_id or "",
         "POPCON_S3_SECRET_ACCESS_KEY": secret_value,
-        "POPCON_S3_REGION": settings.s3_region or "",
+        "POPCON_S3_REGION": artifacts.s3_region or "",
     }
     return env | {key: value for key, value in store.items() if value}
 
 
-def deployment_from(settings: Settings) -> Deployment:
+def deployment_from(
+    settings: RunPodSettings, matting: GpuWorkerSettings, artifacts: ArtifactSettings, *, log_level: str
+) -> Deployment:
     """The template and endpoint the settings describe.
 
     Raises:
@@ -251,7 +254,7 @@ def deployment_from(settings: Settings) -> Deployment:
         "image": settings.runpod_image,
         "args": "handler",
         "disk": settings.runpod_container_disk_gb,
-        "env": handler_environment(settings),
+        "env": handler_environment(settings, matting, artifacts, log_level=log_level),
         "ports": [],
         "serverless": True,
         "public": False,
@@ -278,7 +281,7 @@ def deployment_from(settings: Settings) -> Deployment:
         "timeout": settings.runpod_execution_timeout_ms,
         "flashboot": "FLASHBOOT" if settings.runpod_flashboot else "OFF",
     }
-    secret = settings.s3_secret_access_key
+    secret = artifacts.s3_secret_access_key
     return Deployment(template, endpoint, secrets=(secret.get_secret_value(),) if secret else ())
 
 
@@ -524,3 +527,68 @@ async def smoke(
         delay_ms=report.delay_ms,
         execution_ms=report.execution_ms,
     )
+
+
+# --- From the settings (what `popcon runpod` runs) -----------------------------------------------------------------
+
+
+def deploy_configured(
+    settings: RunPodSettings,
+    matting: GpuWorkerSettings,
+    artifacts: ArtifactSettings,
+    *,
+    log_level: str,
+    dry_run: bool = False,
+) -> DeployResult:
+    """:func:`deploy` the endpoint the settings describe, through the management API.
+
+    Raises:
+        ProvisionError: See :func:`deployment_from`, :func:`api_key` and :func:`deploy`.
+    """
+    deployment = deployment_from(settings, matting, artifacts, log_level=log_level)
+    rest = RunPodRest(settings.runpod_rest_url, api_key(settings), redact=deployment.secrets)
+    try:
+        return deploy(rest, deployment, dry_run=dry_run)
+    finally:
+        rest.close()
+
+
+async def smoke_configured(
+    settings: RunPodSettings, artifacts: ArtifactSettings, *, pipeline: str, timeout_s: float, inline: bool | None
+) -> SmokeResult:
+    """:func:`smoke`-test the configured endpoint.
+
+    Args:
+        settings: The endpoint, its key and the job policy.
+        artifacts: The artifact store; the frame goes through it when it is shared (``s3://``).
+        pipeline: The matting pipeline the endpoint runs on the test frame.
+        timeout_s: Longest wait for the answer, cold start included.
+        inline: Carry the frame inside the job (True), through the store (False), or the store if it is shared (None).
+
+    Raises:
+        ProvisionError: No endpoint or key, a store RunPod cannot read, or any failure of :func:`smoke`.
+    """
+    carry_inline = not artifacts.is_shared() if inline is None else inline
+    if not settings.runpod_endpoint_id:
+        raise ProvisionError("no endpoint: set POPCON_RUNPOD_ENDPOINT_ID (`popcon runpod deploy` prints it)")
+    if not carry_inline and not artifacts.is_shared():
+        raise ProvisionError(
+            f"RunPod workers cannot read {artifacts.artifact_root_uri()}: use --inline, or an s3:// "
+            "POPCON_ARTIFACT_ROOT the endpoint shares"
+        )
+    store = None if carry_inline else open_store(artifacts)
+    api = RunPodApi(settings.runpod_base_url, settings.runpod_endpoint_id, api_key(settings))
+    try:
+        return await smoke(
+            api,
+            settings.runpod_endpoint_id,
+            store,
+            pipeline=pipeline,
+            timeout_s=timeout_s,
+            poll_interval_s=settings.runpod_poll_interval_s,
+            execution_timeout_ms=settings.runpod_execution_timeout_ms,
+            ttl_ms=settings.runpod_ttl_ms,
+            inline_max_bytes=settings.runpod_inline_max_bytes,
+        )
+    finally:
+        await api.aclose()

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from s3_server import s3_server
 
-from activities.artifacts import ArtifactError, open_store
-from activities.s3_artifacts import S3ArtifactStore
-from activities.settings import Settings
+from core.artifacts import ArtifactError, open_store
+from core.s3_artifacts import S3ArtifactStore
+from core.settings import ArtifactSettings
+from testkit.s3 import s3_server
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +19,7 @@ def s3_endpoint() -> Iterator[str]:
 
 
 def store_for(endpoint: str, root: str = "s3://emoji/sets-root") -> S3ArtifactStore:
-    settings = Settings(
+    settings = ArtifactSettings(
         _env_file=None,
         artifact_root=root,
         s3_endpoint_url=endpoint,

@@ -8,6 +8,10 @@ in an S3-compatible server on loopback, which every process (the worker processe
 
 from __future__ import annotations
 
+import asyncio
+import errno
+import hashlib
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -16,23 +20,26 @@ from pathlib import Path
 import pytest
 from google.protobuf.duration_pb2 import Duration
 from pydantic import SecretStr
-from s3_server import S3_KEYS, s3_server
-from stack import wait_for_phase
 from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from activities.artifacts import ArtifactStore, open_store
-from activities.settings import Settings
+from activities.settings import OrchestrationSettings
 from activities.worker import build_worker
-from gpu_activity_worker.dispatcher import build_dispatcher_worker
-from gpu_activity_worker.runpod_jobs import JobStatus, MatteJob, RunPodApi
+from core.artifacts import ArtifactStore, FileArtifactStore, open_store
+from core.settings import ArtifactSettings
+from gpu_activity_worker.runpod.api import JobStatus, RunPodApi
+from gpu_activity_worker.runpod.dispatcher import build_dispatcher_worker
+from gpu_activity_worker.runpod.jobs import DescribeJob, MatteJob
+from gpu_activity_worker.runpod.settings import RunPodSettings
 from starter.client import EmojiSetClient
 from starter.devstack import ensure_search_attributes
-from tests.gpu_activity_worker.runpod_standin import (
+from testkit.images import sticker_png
+from testkit.runpod_standin import (
     CANCELLED,
     COMPLETED,
+    FINISHED,
     IN_PROGRESS,
     IN_QUEUE,
     TIMED_OUT,
@@ -40,8 +47,18 @@ from tests.gpu_activity_worker.runpod_standin import (
     Job,
     RunPodStandIn,
 )
-from tests.gpu_activity_worker.test_runpod_handler import sticker_png
-from workflows.contract import CandidateStatus, EmojiSetInput, MatteFrameInput, Phase
+from testkit.s3 import S3_KEYS, s3_server
+from testkit.stack import wait_for_phase
+from workflows.contract import (
+    ArtifactRef,
+    CandidateStatus,
+    DescribePipelineInput,
+    EmojiSetInput,
+    MatteFrameInput,
+    Phase,
+)
+
+pytestmark = pytest.mark.slow  # real RunPod worker processes
 
 WORKERS = 3
 SET = {"poses": ["wave"], "frames_per_emoji": 3, "candidates_per_frame": 2, "image_size": 64}
@@ -97,7 +114,7 @@ async def runpod_stack(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[RunPodStack]:
     """The orchestration worker and the dispatcher (no GPU worker), both on the S3 store."""
-    settings = Settings(
+    artifacts = ArtifactSettings(
         _env_file=None,
         data_dir=tmp_path_factory.mktemp("runpod-data"),
         artifact_root=s3_env["POPCON_ARTIFACT_ROOT"],
@@ -105,6 +122,9 @@ async def runpod_stack(
         s3_access_key_id=S3_KEYS["POPCON_S3_ACCESS_KEY_ID"],
         s3_secret_access_key=SecretStr(S3_KEYS["POPCON_S3_SECRET_ACCESS_KEY"]),
         s3_region=S3_KEYS["POPCON_S3_REGION"],
+    )
+    settings = RunPodSettings(
+        _env_file=None,
         runpod_endpoint_id=endpoint.config.endpoint_id,
         runpod_api_key=SecretStr(endpoint.config.api_key),
         runpod_base_url=endpoint.base_url,
@@ -113,9 +133,9 @@ async def runpod_stack(
         runpod_workers=WORKERS,
     )
     client = await namespace_client(dev_server)
-    store = open_store(settings)
-    orchestration, generation = build_worker(client, settings, store)
-    dispatcher_worker, dispatcher = build_dispatcher_worker(client, settings, store)
+    store = open_store(artifacts)
+    orchestration, generation = build_worker(client, OrchestrationSettings(_env_file=None), store)
+    dispatcher_worker, dispatcher = build_dispatcher_worker(client, settings, store, inline=False)
     async with orchestration, dispatcher_worker:
         yield RunPodStack(client, EmojiSetClient(client), store, endpoint)
     await generation.aclose()
@@ -123,7 +143,7 @@ async def runpod_stack(
 
 
 def jobs_of(endpoint: RunPodStandIn, set_id: str) -> list[Job]:
-    return endpoint.submitted(lambda job: f"/{set_id}/" in job.input["request"]["output_key"])
+    return endpoint.submitted(lambda job: f"/{set_id}/" in job.input["request"].get("output_key", ""))
 
 
 def output_key(job: Job) -> str:
@@ -206,28 +226,82 @@ async def test_cancelling_the_set_cancels_its_runpod_jobs(runpod_stack: RunPodSt
     assert len(jobs) == WORKERS and all(job.takes == 0 for job in jobs), "cancelled in the queue, none ran"
 
 
-async def test_cancelling_a_running_job_stops_it_on_its_worker(runpod_stack: RunPodStack) -> None:
-    endpoint = runpod_stack.endpoint
-    source = runpod_stack.store.put("big/source.png", sticker_png(2048), "image/png")  # about 2 s of CPU matting
-    request = MatteFrameInput(source=source, output_key="big/matte.png", pipeline="classical")
-    api = RunPodApi(endpoint.base_url, endpoint.config.endpoint_id, SecretStr(endpoint.config.api_key))
-    dropped = endpoint.dropped_results
+def api_of(endpoint: RunPodStandIn) -> RunPodApi:
+    return RunPodApi(endpoint.base_url, endpoint.config.endpoint_id, SecretStr(endpoint.config.api_key))
 
-    submitted = await api.run(
-        MatteJob(op="matte", request=request).model_dump(mode="json"), execution_timeout_ms=60_000, ttl_ms=60_000
+
+def matte_job(source: ArtifactRef, output_key: str) -> dict[str, object]:
+    request = MatteFrameInput(source=source, output_key=output_key, pipeline="classical")
+    return MatteJob(op="matte", request=request).model_dump(mode="json")
+
+
+async def open_for_writing_once_read(fifo: Path, timeout: float = 30.0) -> int:
+    """Open ``fifo`` for writing as soon as a reader has it open (without blocking the loop); a blocking fd."""
+    async with asyncio.timeout(timeout):
+        while True:
+            try:
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO while nobody reads it
+            except OSError as err:
+                if err.errno != errno.ENXIO:
+                    raise
+                await asyncio.sleep(0.05)
+                continue
+            os.set_blocking(fd, True)
+            return fd
+
+
+async def test_cancelling_a_running_job_stops_it_on_its_worker(tmp_path: Path) -> None:
+    # One worker of its own, on a file:// store, and a job whose source is a named pipe: the handler's read of it
+    # blocks until this test writes the image, so the job is running in the handler for as long as the test wants,
+    # however fast the CPU.
+    store = FileArtifactStore(tmp_path / "artifacts")
+    (tmp_path / "workers").mkdir()
+    config = EndpointConfig(
+        max_workers=1,
+        worker_env={
+            "POPCON_ARTIFACT_ROOT": store.root.as_uri(),
+            "OMP_NUM_THREADS": "1",
+            "POPCON_RUNPOD_HANDLER_CONCURRENCY": "1",
+        },
+        log_dir=tmp_path / "workers",
     )
-    job = endpoint.jobs[submitted.id]
-    await endpoint.wait_until(lambda: job.status == IN_PROGRESS)
-    worker_log = worker_log_of(endpoint, job.worker_id or "")
-    await endpoint.wait_until(lambda: f"{job.id} | Started." in worker_log.read_text())  # the SDK runs the handler
-    cancelled = await api.cancel(job.id)
-    await endpoint.wait_until(lambda: f"{job.id} | Job stopped." in worker_log.read_text())
-    health = await api.health()
-    await api.aclose()
+    data = sticker_png()
+    fifo = tmp_path / "held-source.png"
+    os.mkfifo(fifo)
+    held = ArtifactRef(
+        uri=fifo.as_uri(), sha256=hashlib.sha256(data).hexdigest(), size_bytes=len(data), media_type="image/png"
+    )
+    next_source = store.put("next/source.png", data, "image/png")
+
+    async with RunPodStandIn(config) as endpoint:
+        api = api_of(endpoint)
+        try:
+            submitted = await api.run(matte_job(held, "held/matte.png"), execution_timeout_ms=60_000, ttl_ms=60_000)
+            job = endpoint.jobs[submitted.id]
+            writer = await open_for_writing_once_read(fifo)  # the handler is reading the source: the job runs
+            try:
+                assert job.status == IN_PROGRESS
+                worker_log = worker_log_of(endpoint, job.worker_id or "")
+                cancelled = await api.cancel(job.id)
+                await endpoint.wait_until(lambda: f"{job.id} | Job stopped." in worker_log.read_text())
+                health = await api.health()
+            finally:
+                with os.fdopen(writer, "wb") as pipe:  # let the stopped job's thread finish
+                    pipe.write(data)
+            # The worker takes its next job; with one handler thread that runs only after the stopped job's thread
+            # has finished, so a result the stopped handler posted would have come back before this one.
+            following = await api.run(
+                matte_job(next_source, "next/matte.png"), execution_timeout_ms=60_000, ttl_ms=60_000
+            )
+            await endpoint.wait_until(lambda: endpoint.jobs[following.id].status in FINISHED, timeout=30)
+        finally:
+            await api.aclose()
 
     assert cancelled.status is JobStatus.CANCELLED and job.status == CANCELLED and job.output is None
-    assert endpoint.dropped_results == dropped, "the stopped handler posted no result"
     assert health["jobs"]["inProgress"] == 0
+    assert endpoint.jobs[following.id].status == COMPLETED
+    assert endpoint.jobs[following.id].worker_id == job.worker_id, "the same worker went on after the stop"
+    assert endpoint.dropped_results == 0, "the stopped handler posted no result"
 
 
 def worker_log_of(endpoint: RunPodStandIn, worker_id: str) -> Path:
@@ -235,9 +309,28 @@ def worker_log_of(endpoint: RunPodStandIn, worker_id: str) -> Path:
     return endpoint.config.log_dir / f"{worker_id}.log"
 
 
-def test_worker_processes_load_their_engines_before_taking_jobs(endpoint: RunPodStandIn) -> None:
+async def test_worker_processes_load_their_engines_before_taking_jobs(endpoint: RunPodStandIn) -> None:
+    describe = DescribeJob(op="describe", request=DescribePipelineInput(pipeline="classical")).model_dump(mode="json")
+    api = api_of(endpoint)
+    endpoint.pause()  # the queued jobs scale the endpoint up to every worker it may have, whatever ran before
+    try:
+        submitted = [await api.run(describe, execution_timeout_ms=60_000, ttl_ms=60_000) for _ in range(WORKERS)]
+        await endpoint.wait_until(
+            lambda: sum(w.asked_at is not None and not w.stopping for w in endpoint.workers.values()) >= WORKERS,
+            timeout=60,
+        )
+    finally:
+        endpoint.resume()
+    jobs = [endpoint.jobs[report.id] for report in submitted]
+    await endpoint.wait_until(lambda: all(job.status in FINISHED for job in jobs), timeout=30)
+    await api.aclose()
+
+    assert all(job.status == COMPLETED for job in jobs), [job.report() for job in jobs]
     ready = [worker for worker in endpoint.worker_history if worker.asked_at is not None]
     assert len(ready) >= WORKERS
     for worker in ready:
         log = worker_log_of(endpoint, worker.id).read_text()
         assert '"msg": "cold start done"' in log and '"pipeline": "classical"' in log, log
+    for job in jobs:
+        log = worker_log_of(endpoint, job.worker_id or "").read_text()
+        assert log.index('"msg": "cold start done"') < log.index(f"{job.id} | Started."), "engines load first"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from activities.artifacts import ArtifactError, FileArtifactStore, open_store
-from activities.settings import Settings
+from core.artifacts import ArtifactError, FileArtifactStore, open_store
+from core.settings import ArtifactSettings
 from workflows.keys import candidate_key, key_segment
 
 
@@ -43,8 +43,8 @@ def test_keys_cannot_escape_the_root(tmp_path: Path) -> None:
         FileArtifactStore(tmp_path).put("../outside.png", b"x", "image/png")
 
 
-def settings_for(root: str) -> Settings:
-    return Settings(_env_file=None, artifact_root=root)
+def settings_for(root: str) -> ArtifactSettings:
+    return ArtifactSettings(_env_file=None, artifact_root=root)
 
 
 def test_open_store_accepts_file_uris_and_paths(tmp_path: Path) -> None:

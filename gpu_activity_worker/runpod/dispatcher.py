@@ -1,7 +1,8 @@
 """The dispatcher: the GPU queue served by a RunPod Serverless endpoint instead of a GPU in this process.
 
 A Temporal worker on ``emoji-gpu`` whose ``matte_frame`` runs as one RunPod job: submit (``POST /run`` with the
-execution policy), then poll ``/status`` until the job has finished. ``python -m gpu_activity_worker.dispatcher``.
+execution policy), then poll ``/status`` until the job has finished.
+``python -m gpu_activity_worker.runpod.dispatcher``.
 
 - The job id is heartbeated right after the submission and on every poll. RunPod has no idempotency key, so a retried
   attempt reads the id back from its heartbeat details and resumes polling that job instead of submitting a second
@@ -27,7 +28,6 @@ import logging
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlparse
 
 from pydantic import ValidationError
 from temporalio import activity
@@ -35,30 +35,29 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
-from activities.artifacts import ArtifactError, ArtifactStore, open_store
-from activities.connection import connect
-from activities.observability import configure_logging, temporal_runtime
-from activities.serve import serve_until_signalled
-from activities.settings import Settings
+from core.artifacts import ArtifactError, ArtifactStore, open_store
+from core.connection import connect
+from core.observability import configure_logging, temporal_runtime
+from core.serve import serve_until_signalled
+from core.settings import ArtifactSettings, ObservabilitySettings, TemporalSettings
+from gpu_activity_worker.engines import StepRegistry, builtin_steps
 from gpu_activity_worker.engines.base import MattingError
 from gpu_activity_worker.matting import failure_type
-from gpu_activity_worker.pipeline import parse_pipeline
-from gpu_activity_worker.runpod_jobs import (
-    JOB_NON_RETRYABLE_TYPES,
-    JobNotFoundError,
-    JobReport,
-    JobStatus,
+from gpu_activity_worker.pipeline import Pipelines
+from gpu_activity_worker.runpod.api import JobNotFoundError, JobReport, JobStatus, RunPodApi, RunPodApiError
+from gpu_activity_worker.runpod.jobs import (
     MatteJob,
     MatteJobOutput,
-    RunPodApi,
-    RunPodApiError,
     decode_inline,
     encode_inline,
     parse_job_error,
 )
+from gpu_activity_worker.runpod.settings import RunPodSettings
 from workflows.contract import (
     GPU_TASK_QUEUE,
+    ActivityName,
     DescribePipelineInput,
+    FailureType,
     MatteFrameInput,
     MatteFrameOutput,
     PipelineDescription,
@@ -73,36 +72,32 @@ RESUBMIT = (JobStatus.FAILED, JobStatus.TIMED_OUT, JobStatus.CANCELLED)
 
 
 def _matting_failure(err: MattingError | ArtifactError) -> ApplicationError:
-    kind, retryable = failure_type(err)
-    return ApplicationError(str(err), type=kind, non_retryable=not retryable)
+    return failure_type(err).error(str(err))
 
 
 def _api_failure(err: RunPodApiError) -> ApplicationError:
     """A failed RunPod request as a Temporal failure: retried unless RunPod refused the request itself."""
     if isinstance(err, JobNotFoundError):
-        return ApplicationError(f"the RunPod job was lost: {err}", type="RunPodJobLost")
+        return FailureType.RUNPOD_JOB_LOST.error(f"the RunPod job was lost: {err}")
     if err.status == 429:
         delay = timedelta(seconds=err.retry_after_s) if err.retry_after_s else None
-        return ApplicationError(str(err), type="RunPodThrottled", next_retry_delay=delay)
+        return FailureType.RUNPOD_THROTTLED.error(str(err), next_retry_delay=delay)
     if err.retryable:
-        return ApplicationError(str(err), type="RunPodUnavailable")
-    return ApplicationError(str(err), type="RunPodRejected", non_retryable=True)
+        return FailureType.RUNPOD_UNAVAILABLE.error(str(err))
+    return FailureType.RUNPOD_REJECTED.error(str(err))
 
 
 def _job_failure(report: JobReport) -> ApplicationError:
     """A finished job that did not complete, as a Temporal failure."""
     if report.status is JobStatus.FAILED:
         kind, message = parse_job_error(report.error)
-        return ApplicationError(
-            f"RunPod job {report.id} failed: {message}", type=kind, non_retryable=kind in JOB_NON_RETRYABLE_TYPES
-        )
+        return kind.error(f"RunPod job {report.id} failed: {message}")
     if report.status is JobStatus.TIMED_OUT:
-        return ApplicationError(
+        return FailureType.RUNPOD_TIMED_OUT.error(
             f"RunPod job {report.id} timed out (queued {report.delay_ms} ms, ran {report.execution_ms} ms); "
-            "its worker was lost or the job outran the execution timeout",
-            type="RunPodTimedOut",
+            "its worker was lost or the job outran the execution timeout"
         )
-    return ApplicationError(f"RunPod job {report.id} was cancelled at RunPod", type="RunPodCancelled")
+    return FailureType.RUNPOD_CANCELLED.error(f"RunPod job {report.id} was cancelled at RunPod")
 
 
 def _cancels_job(details: activity.ActivityCancellationDetails | None) -> bool:
@@ -116,10 +111,21 @@ class RunPodDispatcher:
     Args:
         api: The endpoint's queue API.
         store: This dispatcher's artifact store: where inline sources are read and inline mattes stored.
-        settings: Endpoint id, poll interval, job policy, inline limit; a ``file://`` artifact root means inline.
+        settings: Endpoint id, poll interval, job policy, inline limit.
+        inline: Carry images inside the jobs: ``store`` is not one RunPod's workers can reach (a ``file://`` root).
+        steps: The steps pipeline names may use (the endpoint's); ``None`` is
+            :func:`~gpu_activity_worker.engines.builtin_steps`.
     """
 
-    def __init__(self, api: RunPodApi, store: ArtifactStore, settings: Settings) -> None:
+    def __init__(
+        self,
+        api: RunPodApi,
+        store: ArtifactStore,
+        settings: RunPodSettings,
+        *,
+        inline: bool,
+        steps: StepRegistry | None = None,
+    ) -> None:
         self._api = api
         self._store = store
         self._endpoint = settings.runpod_endpoint_id
@@ -127,16 +133,17 @@ class RunPodDispatcher:
         self._execution_timeout_ms = settings.runpod_execution_timeout_ms
         self._ttl_ms = settings.runpod_ttl_ms
         self._inline_max_bytes = settings.runpod_inline_max_bytes
-        self.inline = urlparse(settings.artifact_root_uri()).scheme in ("", "file")
+        self.inline = inline
+        self._pipelines = Pipelines(builtin_steps() if steps is None else steps)  # only parses: RunPod builds them
 
     async def aclose(self) -> None:
         await self._api.aclose()
 
-    @activity.defn(name="describe_pipeline")
+    @activity.defn(name=ActivityName.DESCRIBE_PIPELINE)
     async def describe_pipeline(self, request: DescribePipelineInput) -> PipelineDescription:
         """Check the pipeline name against the engine registry; ``UnknownPipeline`` if it cannot exist."""
         try:
-            steps = parse_pipeline(request.pipeline)
+            steps = self._pipelines.parse(request.pipeline)
         except MattingError as err:
             raise _matting_failure(err) from err
         return PipelineDescription(
@@ -146,7 +153,7 @@ class RunPodDispatcher:
             precision="unknown",
         )
 
-    @activity.defn(name="matte_frame")
+    @activity.defn(name=ActivityName.MATTE_FRAME)
     async def matte_frame(self, request: MatteFrameInput) -> MatteFrameOutput:
         """Cut one candidate out of its background as a RunPod job; see the module docstring."""
         try:
@@ -160,8 +167,8 @@ class RunPodDispatcher:
         except RunPodApiError as err:
             raise _api_failure(err) from err
         except ValidationError as err:
-            raise ApplicationError(
-                f"the RunPod job's output does not fit the contract: {err}", type="InvalidJobOutput", non_retryable=True
+            raise FailureType.INVALID_JOB_OUTPUT.error(
+                f"the RunPod job's output does not fit the contract: {err}"
             ) from err
 
     async def _finished_job(self, request: MatteFrameInput) -> JobReport:
@@ -243,9 +250,11 @@ class RunPodDispatcher:
 
 
 def build_dispatcher_worker(
-    client: Client, settings: Settings, store: ArtifactStore
+    client: Client, settings: RunPodSettings, store: ArtifactStore, *, inline: bool, steps: StepRegistry | None = None
 ) -> tuple[Worker, RunPodDispatcher]:
     """A worker serving the GPU queue through the configured RunPod endpoint (close the dispatcher after it stops).
+
+    ``inline`` and ``steps`` are as for :class:`RunPodDispatcher`.
 
     Raises:
         ValueError: No endpoint id or API key is configured.
@@ -253,7 +262,7 @@ def build_dispatcher_worker(
     if not settings.runpod_endpoint_id or settings.runpod_api_key is None:
         raise ValueError("the dispatcher needs POPCON_RUNPOD_ENDPOINT_ID and POPCON_RUNPOD_API_KEY")
     api = RunPodApi(settings.runpod_base_url, settings.runpod_endpoint_id, settings.runpod_api_key)
-    dispatcher = RunPodDispatcher(api, store, settings)
+    dispatcher = RunPodDispatcher(api, store, settings, inline=inline, steps=steps)
     slots = settings.runpod_workers * settings.runpod_handler_concurrency
     worker = Worker(
         client,
@@ -268,11 +277,14 @@ def build_dispatcher_worker(
 
 
 async def main() -> None:
-    settings = Settings()
-    configure_logging(settings.log_level)
+    observability = ObservabilitySettings()
+    configure_logging(observability.log_level)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per status poll otherwise
-    client = await connect(settings, temporal_runtime(settings.metrics_bind))
-    worker, dispatcher = build_dispatcher_worker(client, settings, open_store(settings))
+    client = await connect(TemporalSettings(), temporal_runtime(observability.metrics_bind))
+    artifacts = ArtifactSettings()
+    worker, dispatcher = build_dispatcher_worker(
+        client, RunPodSettings(), open_store(artifacts), inline=not artifacts.is_shared()
+    )
     try:
         await serve_until_signalled(worker)
     finally:

@@ -4,19 +4,31 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from activities.artifacts import FileArtifactStore
-from activities.settings import Settings
+from activities.generation import GeneratorRegistry
+from activities.settings import OrchestrationSettings
 from activities.worker import build_worker
+from core.artifacts import FileArtifactStore
+from core.settings import ArtifactSettings
+from gpu_activity_worker.settings import GpuWorkerSettings
 from gpu_activity_worker.worker import build_gpu_worker
 from starter.client import EmojiSetClient
 from workflows.contract import EmojiSetState, Phase
+
+
+@dataclass(frozen=True)
+class StackSettings:
+    """What the two workers of a test stack read: their artifact store and each worker's own settings."""
+
+    artifacts: ArtifactSettings
+    gpu: GpuWorkerSettings
+    orchestration: OrchestrationSettings = field(default_factory=lambda: OrchestrationSettings(_env_file=None))
 
 
 @dataclass
@@ -26,16 +38,21 @@ class Stack:
     client: Client
     sets: EmojiSetClient
     store: FileArtifactStore
-    settings: Settings
+    settings: StackSettings
     env: WorkflowEnvironment
 
 
-async def run_stack(env: WorkflowEnvironment, settings: Settings) -> AsyncIterator[Stack]:
-    """Run the orchestration and GPU workers on ``env`` until the caller's iteration ends."""
+async def run_stack(
+    env: WorkflowEnvironment, settings: StackSettings, *, generators: GeneratorRegistry | None = None
+) -> AsyncIterator[Stack]:
+    """Run the orchestration and GPU workers on ``env`` until the caller's iteration ends.
+
+    ``generators`` are the backends a set may name; ``None`` is :func:`~activities.generation.builtin_generators`.
+    """
     client = env.client
-    store = FileArtifactStore(Path(urlparse(settings.artifact_root_uri()).path))
-    orchestration, generation = build_worker(client, settings, store)
-    gpu, matting = build_gpu_worker(client, settings, store)
+    store = FileArtifactStore(Path(urlparse(settings.artifacts.artifact_root_uri()).path))
+    orchestration, generation = build_worker(client, settings.orchestration, store, generators=generators)
+    gpu, matting = build_gpu_worker(client, settings.gpu, store)
     async with orchestration, gpu:
         yield Stack(client=client, sets=EmojiSetClient(client), store=store, settings=settings, env=env)
     await generation.aclose()

@@ -1,7 +1,7 @@
 """A local stand-in for RunPod Serverless: the hosted queue API on 127.0.0.1, with real worker processes behind it.
 
 Each worker is a subprocess running RunPod's own worker loop (``runpod.serverless.start``) with our handler
-(``python -m gpu_activity_worker.runpod_handler``), pointed at this server through the variables the platform sets.
+(``python -m gpu_activity_worker.runpod.handler``), pointed at this server through the variables the platform sets.
 
 Client routes, as the hosted API ``https://api.runpod.ai/v2`` (API key as ``Bearer`` or bare, else 401):
   ``POST /v2/{endpoint}/run``          ``{"input", "policy": {"executionTimeout", "ttl"}}`` -> ``{"id", "status"}``
@@ -56,8 +56,8 @@ from typing import Any, Literal, Self
 
 from aiohttp import web
 
-PROJECT_DIR = Path(__file__).resolve().parents[2]
-HANDLER_COMMAND = (sys.executable, "-m", "gpu_activity_worker.runpod_handler")
+PROJECT_DIR = Path(__file__).resolve().parents[1]
+HANDLER_COMMAND = (sys.executable, "-m", "gpu_activity_worker.runpod.handler")
 
 IN_QUEUE, IN_PROGRESS, COMPLETED, FAILED, CANCELLED, TIMED_OUT = (
     "IN_QUEUE",

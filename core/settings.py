@@ -1,0 +1,60 @@
+"""Settings shared by every process, from the environment (``POPCON_*``) or a ``.env`` file.
+
+Settings are split by role: each process reads the classes of the roles it plays and nothing else. Those shared by
+several processes are here (Temporal, the artifact store, logs and metrics); each role's own live with it
+(``activities.settings``, ``gpu_activity_worker.settings``, ``gpu_activity_worker.runpod.settings``,
+``starter.devstack``). Every class reads the same ``POPCON_*`` names and ignores the others' variables.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+DEFAULT_DATA_DIR = PROJECT_DIR / ".popcon"
+"""Dev server database, logs and pid files, and the default artifact store, unless ``POPCON_DATA_DIR`` says else."""
+
+
+class PopconSettings(BaseSettings):
+    """Base of every role's settings: ``POPCON_*`` variables or ``.env``; variables of other roles are ignored."""
+
+    model_config = SettingsConfigDict(env_prefix="POPCON_", env_file=".env", extra="ignore")
+
+
+class TemporalSettings(PopconSettings):
+    """Where the Temporal frontend is: every worker, the client and the CLI."""
+
+    temporal_address: str = "localhost:7233"
+    temporal_namespace: str = "default"
+    temporal_ui_url: str = Field(default="http://localhost:8233", description="Base URL of the Web UI, for links.")
+
+
+class ArtifactSettings(PopconSettings):
+    """The artifact store: every process that reads or writes images."""
+
+    artifact_root: str = Field(
+        default="", description="file:///path or s3://bucket/prefix; empty = <data_dir>/artifacts."
+    )
+    data_dir: Path = DEFAULT_DATA_DIR
+    s3_endpoint_url: str | None = Field(default=None, description="Any S3-compatible service; None = AWS.")
+    s3_access_key_id: str | None = None
+    s3_secret_access_key: SecretStr | None = None
+    s3_region: str | None = None
+
+    def artifact_root_uri(self) -> str:
+        """The store's root as a URI: the configured one, or ``file://<data_dir>/artifacts``."""
+        return self.artifact_root or (self.data_dir / "artifacts").resolve().as_uri()
+
+    def is_shared(self) -> bool:
+        """Whether workers on other machines (RunPod's) can reach the store: an ``s3://`` root."""
+        return self.artifact_root_uri().startswith("s3://")
+
+
+class ObservabilitySettings(PopconSettings):
+    """Logs and metrics of a long-running process (the workers, the dispatcher, the RunPod handler)."""
+
+    log_level: str = "INFO"
+    metrics_bind: str = Field(default="", description="host:port for Prometheus /metrics; empty = off.")

