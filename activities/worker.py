@@ -10,6 +10,7 @@ from temporalio.worker import Worker
 from activities.assemble import AssemblyActivities
 from activities.generate import GenerationActivities
 from activities.generation import GeneratorRegistry
+from activities.platform_exports import PlatformExportActivities
 from activities.settings import OrchestrationSettings
 from core.artifacts import ArtifactStore, open_store
 from core.connection import connect
@@ -18,6 +19,7 @@ from core.serve import serve_until_signalled
 from core.settings import ArtifactSettings, ObservabilitySettings, TemporalSettings
 from workflows.contract import ORCHESTRATION_TASK_QUEUE
 from workflows.emoji_set import EmojiSetWorkflow
+from workflows.export_set import ExportSetWorkflow
 
 
 def build_worker(
@@ -33,15 +35,18 @@ def build_worker(
     """
     generation = GenerationActivities(store, generators)
     assembly = AssemblyActivities(store)
+    exports = PlatformExportActivities(store)
     worker = Worker(
         client,
         task_queue=ORCHESTRATION_TASK_QUEUE,
-        workflows=[EmojiSetWorkflow],
+        workflows=[EmojiSetWorkflow, ExportSetWorkflow],
         activities=[
             generation.check_generator,
             generation.generate_frame,
             assembly.assemble_emoji,
             assembly.assemble_contact_sheet,
+            exports.check_exports,
+            exports.export_package,
         ],
         max_concurrent_activities=settings.orchestration_activity_concurrency,
         graceful_shutdown_timeout=timedelta(seconds=30),

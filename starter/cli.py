@@ -21,12 +21,14 @@ from gpu_activity_worker.settings import GpuWorkerSettings
 from starter import demo as demo_module
 from starter.client import EmojiSetClient, EmojiSetError
 from starter.devstack import DevStack, DevStackSettings
-from starter.download import download_result
+from starter.download import download_packages, download_result
 from starter.runpod_cli import app as runpod_app
 from starter.watch import watch_until
 from workflows.contract import (
     DeadlinePolicy,
     EmojiSetInput,
+    ExportTarget,
+    PackageOutput,
     Phase,
     PickCandidateInput,
     RegenerateFrameInput,
@@ -94,6 +96,14 @@ def start(
         _REVIEW.deadline.total_seconds() / 3600
     ),
     on_deadline: Annotated[DeadlinePolicy, typer.Option()] = _REVIEW.on_deadline,
+    target: Annotated[
+        list[ExportTarget] | None,
+        typer.Option(
+            "--target",
+            help="An export target; repeat for several (default: "
+            f"{', '.join(t.value for t in _default('export_targets'))}).",
+        ),
+    ] = None,
     set_id: Annotated[str | None, typer.Option(help="Choose the set id (idempotent start).")] = None,
     watch: Annotated[bool, typer.Option(help="Show a progress bar until the set awaits review.")] = False,
 ) -> None:
@@ -109,6 +119,7 @@ def start(
         seed=seed,
         owner=owner,
         review=ReviewPolicy(deadline=timedelta(hours=deadline_hours), on_deadline=on_deadline),
+        export_targets=list(target or _default("export_targets")),
     )
 
     async def go() -> None:
@@ -235,6 +246,33 @@ def result(
             return
         for path in download_result(finished, out, ArtifactSettings()):
             console.print(str(path))
+        _report_refusals(finished.packages)
+
+    _run(go())
+
+
+def _report_refusals(packages: list[PackageOutput]) -> None:
+    for package in packages:
+        if package.error:
+            console.print(f"[yellow]{package.target.value}: not exported[/yellow]: {package.error}")
+
+
+@app.command()
+def export(
+    set_id: SetId,
+    target: Annotated[list[ExportTarget], typer.Option("--target", "-t", help="A platform; repeat for several.")],
+    out: Annotated[Path | None, typer.Option(help="Copy the packages into this folder.")] = None,
+) -> None:
+    """Export a completed set again for other platforms, from its approved picks (nothing else is redone)."""
+
+    async def go() -> None:
+        exported = await (await _client()).export(set_id, target)
+        if out is None:
+            console.print_json(exported.model_dump_json())
+        else:
+            for path in download_packages(exported.packages, out, ArtifactSettings()):
+                console.print(str(path))
+        _report_refusals(exported.packages)
 
     _run(go())
 

@@ -38,9 +38,13 @@ from workflows.contract import (
     WORKFLOW_TYPE,
     ApproveInput,
     CancelInput,
+    EmojiFramesRef,
     EmojiSetInput,
     EmojiSetResult,
     EmojiSetState,
+    ExportSetInput,
+    ExportSetResult,
+    ExportTarget,
     FrameState,
     Phase,
     PickCandidateInput,
@@ -48,6 +52,8 @@ from workflows.contract import (
     RegenerateFrameResult,
 )
 from workflows.emoji_set import EmojiSetWorkflow
+from workflows.export_set import ExportSetWorkflow
+from workflows.presets import PRESETS
 
 T = TypeVar("T")
 
@@ -169,6 +175,33 @@ class EmojiSetClient:
     async def result(self, set_id: str) -> EmojiSetResult:
         """Wait for the set to end and return its result (references to every exported file)."""
         return await self._call(self._handle(set_id).result())
+
+    async def export(self, set_id: str, targets: list[ExportTarget]) -> ExportSetResult:
+        """Export a completed set again for other targets, from its approved picks; nothing else is redone.
+
+        Raises:
+            EmojiSetError: The set has not completed (only approved picks are exported).
+        """
+        state = await self.state(set_id)
+        if state.phase is not Phase.COMPLETED:
+            raise EmojiSetError(f"{set_id} is {state.phase.value}: only a completed set's approved picks are exported")
+        emojis = []
+        for emoji in state.emojis:
+            picks = [frame.picked() for frame in emoji.frames]
+            frames = [pick.matte for pick in picks if pick is not None and pick.matte is not None]
+            emojis.append(
+                EmojiFramesRef(pose=emoji.pose, frames=frames, frame_duration_ms=PRESETS[emoji.pose].frame_duration_ms)
+            )
+        request = ExportSetInput(set_id=set_id, targets=targets, emojis=emojis)
+        return await self._call(
+            self.temporal.execute_workflow(
+                ExportSetWorkflow.run,
+                request,
+                id=f"{set_id}-export-{uuid.uuid4().hex[:8]}",
+                task_queue=ORCHESTRATION_TASK_QUEUE,
+                static_summary=f"Export {set_id} for {', '.join(targets)}",
+            )
+        )
 
     async def describe_status(self, set_id: str) -> WorkflowExecutionStatus | None:
         description = await self._call(self._handle(set_id).describe())

@@ -1,4 +1,5 @@
-"""The demo: one set end to end on the local stack, with a pick by hand and an approval, like a reviewer would."""
+"""The demo: one set of eight emoji end to end on the local stack, with a pick by hand and an approval, like a
+reviewer would, exported as generic files and as a LINE animated emoji package."""
 
 from __future__ import annotations
 
@@ -40,5 +41,11 @@ async def run_demo(
     result = await client.result(set_id)
     for path in download_result(result, out, artifacts):
         console.print(f"  {path}")
+    refused = [f"{package.target.value}: {package.error}" for package in result.packages if package.error]
+    if refused:
+        raise RuntimeError(f"the demo set was not exported: {'; '.join(refused)}")
+    for package in result.packages:
+        largest = max(file.file.size_bytes for file in package.files if file.emoji)
+        console.print(f"{package.target.value} package: {len(package.files)} files, largest emoji {largest:,} bytes")
     console.print(f"[green]done[/green]: {len(result.emojis)} emoji in {out}\nWeb UI: {client.web_ui_url(set_id)}")
     return out

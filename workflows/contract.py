@@ -20,6 +20,7 @@ from workflows.presets import DEFAULT_POSES, PRESETS, PosePreset
 ORCHESTRATION_TASK_QUEUE = "emoji-orchestration"
 GPU_TASK_QUEUE = "emoji-gpu"
 WORKFLOW_TYPE = "EmojiSet"
+EXPORT_WORKFLOW_TYPE = "ExportSet"
 
 MAX_POSES = 24
 MAX_FRAMES_PER_EMOJI = 48
@@ -42,11 +43,13 @@ class ActivityName(StrEnum):
     """Every activity, by the name its worker registers and the workflow calls (workflows never import workers)."""
 
     CHECK_GENERATOR = "check_generator"
+    CHECK_EXPORTS = "check_exports"
     GENERATE_FRAME = "generate_frame"
     DESCRIBE_PIPELINE = "describe_pipeline"
     MATTE_FRAME = "matte_frame"
     ASSEMBLE_EMOJI = "assemble_emoji"
     ASSEMBLE_CONTACT_SHEET = "assemble_contact_sheet"
+    EXPORT_PACKAGE = "export_package"
 
 
 class FailureType(StrEnum):
@@ -82,6 +85,9 @@ class FailureType(StrEnum):
     RUNPOD_TIMED_OUT = "RunPodTimedOut"
     RUNPOD_CANCELLED = "RunPodCancelled"
     INVALID_JOB_OUTPUT = "InvalidJobOutput"
+    EXPORT_DOES_NOT_FIT = "ExportDoesNotFit"
+    """A set cannot meet a platform's rule (bytes, frames, set size): the message names the rule and the closest
+    figure reached. Encoding the same frames again gives the same."""
 
     @property
     def retryable(self) -> bool:
@@ -106,6 +112,7 @@ NON_RETRYABLE_FAILURES: frozenset[FailureType] = frozenset(
         FailureType.WEIGHTS_MISSING,
         FailureType.RUNPOD_REJECTED,
         FailureType.INVALID_JOB_OUTPUT,
+        FailureType.EXPORT_DOES_NOT_FIT,
     }
 )
 """The failures a retry cannot fix: the workflow's retry policies list exactly these."""
@@ -138,6 +145,18 @@ class ArtifactRef(_Model):
 # --- Workflow input ----------------------------------------------------------------------------------------------
 
 
+class ExportTarget(StrEnum):
+    """Where a finished set goes: the generic files, or one platform's upload package within its limits."""
+
+    GENERIC = "generic"
+    """Animated WebP, APNG and GIF and a sprite sheet per emoji, at the frames' own size."""
+    LINE_EMOJI = "line-emoji"
+    LINE_STICKER = "line-sticker"
+    TELEGRAM = "telegram"
+    DISCORD = "discord"
+    SLACK = "slack"
+
+
 class DeadlinePolicy(StrEnum):
     """What happens when the review deadline passes with no decision."""
 
@@ -167,6 +186,18 @@ class EmojiSetInput(_Model):
     owner: Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)] = ""
     max_parallel_matting: int = Field(default=32, ge=1, le=512, description="Matting activities in flight at once.")
     review: ReviewPolicy = Field(default_factory=ReviewPolicy)
+    export_targets: list[ExportTarget] = Field(
+        default_factory=lambda: [ExportTarget.GENERIC, ExportTarget.LINE_EMOJI],
+        min_length=1,
+        description="The generic files and / or platform packages made when the set is approved.",
+    )
+
+    @field_validator("export_targets")
+    @classmethod
+    def _unique_targets(cls, targets: list[ExportTarget]) -> list[ExportTarget]:
+        if len(set(targets)) != len(targets):
+            raise ValueError(f"export targets must be unique, got {[t.value for t in targets]}")
+        return targets
 
     @field_validator("poses")
     @classmethod
@@ -287,6 +318,9 @@ class EmojiSetState(_Model):
     cancel_reason: str | None = None
     notice: str | None = Field(default=None, description="Last thing a reviewer should know, e.g. a refused approval.")
     pipeline_info: str | None = None
+    export_refusals: list[str] = Field(
+        default_factory=list, description="Platform targets that will not take this set, and why (known at start)."
+    )
     runs: int = Field(default=1, description="How many workflow runs (continue-as-new) this set has used.")
 
     def frames(self) -> list[tuple[EmojiState, FrameState]]:
@@ -373,6 +407,7 @@ class EmojiSetResult(_Model):
     approved_by: str | None = None
     emojis: list[EmojiOutput] = Field(default_factory=list)
     contact_sheet: ArtifactRef | None = None
+    packages: list[PackageOutput] = Field(default_factory=list, description="One per platform export target.")
 
 
 # --- Activities --------------------------------------------------------------------------------------------------
@@ -457,3 +492,62 @@ class ContactSheetInput(_Model):
     set_id: str
     title: str
     rows: list[tuple[str, list[ArtifactRef]]]
+
+
+class CheckExportsInput(_Model):
+    """Activity ``check_exports``: whether the platform targets take a set of this many emoji, before any work."""
+
+    targets: list[ExportTarget]
+    emojis: int
+
+
+class EmojiFramesRef(_Model):
+    """One approved emoji for an export: its picked, matted frames in order."""
+
+    pose: str
+    frames: list[ArtifactRef] = Field(min_length=1)
+    frame_duration_ms: int = Field(ge=1)
+
+
+class ExportPackageInput(_Model):
+    """Activity ``export_package``: one platform target's upload package for the set's approved emoji."""
+
+    set_id: str
+    target: ExportTarget
+    emojis: list[EmojiFramesRef] = Field(min_length=1)
+
+
+class PackageFileOutput(_Model):
+    """One file of a package, with how it was fitted into the platform's limits (emoji files only)."""
+
+    name: str
+    file: ArtifactRef
+    emoji: str | None = None
+    rung: str | None = Field(default=None, description="The ladder rung that first fitted, e.g. palette-64.")
+    frames: int | None = None
+    loop_s: float | None = None
+    plays: int | None = Field(default=None, description="How often the loop plays; 0 = forever.")
+    ssim_white: float | None = None
+    ssim_dark: float | None = None
+
+
+class PackageOutput(_Model):
+    """One platform target's upload package: its files as the platform expects them, and the ZIP if it takes one."""
+
+    target: ExportTarget
+    files: list[PackageFileOutput] = Field(default_factory=list)
+    archive: ArtifactRef | None = None
+    error: str | None = Field(default=None, description="Why the set could not be fitted to this platform.")
+
+
+class ExportSetInput(_Model):
+    """Workflow ``ExportSet``: platform packages for a finished set's approved emoji, without redoing anything else."""
+
+    set_id: str = Field(description="The finished set whose picks are exported.")
+    targets: list[ExportTarget] = Field(min_length=1)
+    emojis: list[EmojiFramesRef] = Field(min_length=1)
+
+
+class ExportSetResult(_Model):
+    set_id: str
+    packages: list[PackageOutput]

@@ -16,7 +16,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, CancelledError, FailureError
+from temporalio.exceptions import ActivityError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     import pydantic
@@ -36,15 +36,18 @@ with workflow.unsafe.imports_passed_through():
         CancelInput,
         Candidate,
         CandidateStatus,
+        CheckExportsInput,
         CheckGeneratorInput,
         ContactSheetInput,
         DeadlinePolicy,
         DescribePipelineInput,
+        EmojiFramesRef,
         EmojiOutput,
         EmojiSetInput,
         EmojiSetResult,
         EmojiSetState,
         EmojiState,
+        ExportTarget,
         FailureType,
         FrameState,
         FrameStatus,
@@ -59,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
         RegenerateFrameInput,
         RegenerateFrameResult,
     )
+    from workflows.exports import export_packages, failure_reason
     from workflows.presets import PRESETS
 
 NON_RETRYABLE = sorted(failure.value for failure in NON_RETRYABLE_FAILURES)
@@ -229,10 +233,11 @@ class EmojiSetWorkflow:
         )
 
     async def _check_configuration(self) -> None:
-        """Fail fast on an unknown generator or matting pipeline, asked where they live, before any work."""
+        """Fail fast on an unknown generator or matting pipeline, asked where they live, before any work; note the
+        platform targets that will not take a set of this size (LINE emoji: 8 to 40)."""
         input = self._state.input
         try:
-            description, _ = await asyncio.gather(
+            description, _, refusals = await asyncio.gather(
                 workflow.execute_activity(
                     ActivityName.DESCRIBE_PIPELINE,
                     DescribePipelineInput(pipeline=input.matting_pipeline),
@@ -249,12 +254,21 @@ class EmojiSetWorkflow:
                     retry_policy=CHECK_RETRY,
                     summary=f"check generator {input.generator}",
                 ),
+                workflow.execute_activity(
+                    ActivityName.CHECK_EXPORTS,
+                    CheckExportsInput(targets=input.export_targets, emojis=len(input.poses)),
+                    result_type=list[str],
+                    start_to_close_timeout=timedelta(minutes=1),
+                    retry_policy=CHECK_RETRY,
+                    summary=f"check export targets {', '.join(input.export_targets)}",
+                ),
             )
         except ActivityError as err:
             if isinstance(err.cause, CancelledError):
                 raise
-            raise FailureType.INVALID_REQUEST.error(_failure_reason(err)) from err
+            raise FailureType.INVALID_REQUEST.error(failure_reason(err)) from err
         self._state.pipeline_info = f"{description.pipeline} on {description.device} ({description.precision})"
+        self._state.export_refusals = refusals
 
     async def _produce_frame(
         self, emoji: EmojiState, frame: FrameState, count: int, prompt: str, *, regeneration: bool
@@ -301,7 +315,7 @@ class EmojiSetWorkflow:
         except ActivityError as err:
             if isinstance(err.cause, CancelledError):
                 raise
-            frame.error = f"generation failed: {_failure_reason(err)}"
+            frame.error = f"generation failed: {failure_reason(err)}"
             self._refresh(frame)
             return []
         new = [Candidate(index=c.index, prompt=prompt, source=c.image) for c in output.candidates]
@@ -344,7 +358,7 @@ class EmojiSetWorkflow:
             except ActivityError as err:
                 if isinstance(err.cause, CancelledError):
                     raise
-                candidate.status, candidate.error = CandidateStatus.FAILED, f"matting failed: {_failure_reason(err)}"
+                candidate.status, candidate.error = CandidateStatus.FAILED, f"matting failed: {failure_reason(err)}"
                 return
         candidate.status, candidate.matte, candidate.score = CandidateStatus.READY, output.matte, output.score
         self._publish()
@@ -431,10 +445,22 @@ class EmojiSetWorkflow:
             )
             for pose, frames in rows
         ]
-        sheet, *emojis = await asyncio.gather(sheet_task, *emoji_tasks)
+        if ExportTarget.GENERIC not in state.input.export_targets:
+            emoji_tasks = []
+        approved = [
+            EmojiFramesRef(pose=pose, frames=frames, frame_duration_ms=PRESETS[pose].frame_duration_ms)
+            for pose, frames in rows
+        ]
+        packages_task = export_packages(state.set_id, state.input.export_targets, approved)
+        sheet, packages, *emojis = await asyncio.gather(sheet_task, packages_task, *emoji_tasks)
         self._set_phase(Phase.COMPLETED)
         return EmojiSetResult(
-            set_id=state.set_id, status="completed", approved_by=state.approved_by, emojis=emojis, contact_sheet=sheet
+            set_id=state.set_id,
+            status="completed",
+            approved_by=state.approved_by,
+            emojis=emojis,
+            contact_sheet=sheet,
+            packages=packages,
         )
 
     # --- State helpers -------------------------------------------------------------------------------------------
@@ -527,11 +553,3 @@ def _picked_matte(frame: FrameState) -> ArtifactRef:
     picked = frame.picked()
     assert picked is not None and picked.matte is not None  # approval requires a usable pick on every frame
     return picked.matte
-
-
-def _failure_reason(err: FailureError) -> str:
-    """The innermost failure message of an activity error (the one a person can act on)."""
-    cause: BaseException = err
-    while isinstance(cause, FailureError) and cause.cause is not None:
-        cause = cause.cause
-    return str(cause) or type(cause).__name__

@@ -32,6 +32,11 @@ def candidate_key(set_id: str, pose: str, frame: int, candidate: int, kind: str)
     return f"{set_prefix(set_id)}/{key_segment(pose)}/frame-{frame:03d}/candidate-{candidate:02d}.{kind}"
 
 
+def package_key(set_id: str, target: str, name: str) -> str:
+    """Key of a file of a platform package, e.g. ``line-emoji`` and ``001.png`` or ``line-emoji.zip``."""
+    return f"{set_prefix(set_id)}/packages/{key_segment(target)}/{name}"
+
+
 def export_key(set_id: str, name: str) -> str:
     """Key of an exported file of the set, e.g. ``wave.webp`` or ``contact-sheet.png``."""
     return f"{set_prefix(set_id)}/export/{name}"

@@ -143,4 +143,5 @@ PRESETS: dict[str, PosePreset] = {
 }
 """The catalogue, by name. Order is the order shown to users."""
 
-DEFAULT_POSES: tuple[str, ...] = ("wave", "laugh", "heart", "thumbs-up")
+DEFAULT_POSES: tuple[str, ...] = ("wave", "laugh", "heart", "thumbs-up", "cry", "angry", "sleep", "surprised")
+"""Eight: the smallest set LINE takes, so that a default set is one LINE accepts as a whole."""

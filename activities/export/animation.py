@@ -168,8 +168,10 @@ def encode_apng(frames: Sequence[Image.Image], duration_ms: int, max_size: int |
     return out.getvalue()
 
 
-def encode_gif(frames: Sequence[Image.Image], duration_ms: int, max_size: int | None = None) -> bytes:
-    """Encode a looping GIF: 1-bit transparency, one shared 255-colour palette plus a transparent index.
+def encode_gif(
+    frames: Sequence[Image.Image], duration_ms: int, max_size: int | None = None, *, colours: int = 255
+) -> bytes:
+    """Encode a looping GIF: 1-bit transparency, one shared palette (255 colours at most) plus a transparent index.
 
     Alpha is thresholded at :data:`GIF_ALPHA_THRESHOLD` and kept edge pixels are composited onto :data:`GIF_MATTE`.
     One palette for all frames keeps flat colours from flickering between frames, and no dithering keeps the
@@ -181,6 +183,7 @@ def encode_gif(frames: Sequence[Image.Image], duration_ms: int, max_size: int | 
         frames: Straight RGBA frames, all the same size.
         duration_ms: How long each frame is shown, in milliseconds.
         max_size: When set, frames larger than this on their longest side are scaled down to it.
+        colours: Most colours of the shared palette, 1 to 255 (fewer make smaller files).
 
     Returns:
         The GIF file. A single frame gives a still GIF.
@@ -188,11 +191,13 @@ def encode_gif(frames: Sequence[Image.Image], duration_ms: int, max_size: int | 
     Raises:
         ValueError: Invalid frames, duration or ``max_size``.
     """
+    if not 1 <= colours <= 255:
+        raise ValueError(f"a GIF palette has 1 to 255 colours besides the transparent index, got {colours}")
     prepared = _prepare(frames, duration_ms, max_size)
     flattened = [_flatten_on_matte(frame) for frame in prepared]
-    colours = _shared_palette(flattened)
-    transparent = len(colours)
-    palette = bytes(value for colour in [*colours, _unused_grey(colours)] for value in colour)
+    entries = _shared_palette(flattened, colours)
+    transparent = len(entries)
+    palette = bytes(value for colour in [*entries, _unused_grey(entries)] for value in colour)
     lookup = Image.new("P", (1, 1))
     lookup.putpalette(palette[: 3 * transparent])
     indexed = [_index_frame(rgb, opaque, lookup, palette, transparent) for rgb, opaque in flattened]
@@ -287,13 +292,13 @@ def _flatten_on_matte(frame: Image.Image) -> tuple[np.ndarray, np.ndarray]:
     return (rgb + 0.5).astype(np.uint8), rgba[..., 3] >= GIF_ALPHA_THRESHOLD
 
 
-def _shared_palette(flattened: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[tuple[int, int, int]]:
-    """At most 255 distinct colours for the opaque pixels of all frames (median cut)."""
+def _shared_palette(flattened: Sequence[tuple[np.ndarray, np.ndarray]], colours: int) -> list[tuple[int, int, int]]:
+    """At most ``colours`` distinct colours for the opaque pixels of all frames (median cut)."""
     samples = np.concatenate([rgb[opaque] for rgb, opaque in flattened])
     if len(samples) == 0:
         return [GIF_MATTE]
     quantized = Image.fromarray(samples.reshape(-1, 1, 3)).quantize(
-        colors=255, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE
+        colors=colours, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE
     )
     entries = np.asarray(quantized.getpalette() or [], dtype=np.uint8).reshape(-1, 3)
     used = entries[np.unique(np.asarray(quantized))]

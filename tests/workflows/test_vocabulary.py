@@ -15,6 +15,7 @@ from temporalio import activity
 from activities.assemble import AssemblyActivities
 from activities.generate import GenerationActivities
 from activities.generation.base import GenerationError
+from activities.platform_exports import PlatformExportActivities
 from core.artifacts import ArtifactError
 from gpu_activity_worker.activities import MattingActivities
 from gpu_activity_worker.engines.base import MattingError
@@ -108,7 +109,7 @@ def activity_names(*owners: type) -> set[str]:
 
 
 def test_the_workers_register_every_activity_of_the_vocabulary() -> None:
-    orchestration = activity_names(GenerationActivities, AssemblyActivities)
+    orchestration = activity_names(GenerationActivities, AssemblyActivities, PlatformExportActivities)
     gpu = activity_names(MattingActivities)
     assert orchestration | gpu == {name.value for name in ActivityName}
     assert activity_names(RunPodDispatcher) == gpu, "the dispatcher serves the GPU queue's whole contract"

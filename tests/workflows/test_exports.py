@@ -1,0 +1,76 @@
+"""Platform exports through the workflow: packages made on approval, refusals known at start, exporting again."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import pytest
+
+from starter.client import EmojiSetError
+from testkit.stack import Stack, wait_for_phase
+from workflows.contract import EmojiSetInput, ExportTarget, Phase
+from workflows.presets import DEFAULT_POSES
+
+EIGHT = {"poses": list(DEFAULT_POSES), "frames_per_emoji": 8, "candidates_per_frame": 1, "image_size": 128}
+
+
+async def approved(stack: Stack, set_id: str, **fields: object) -> None:
+    await stack.sets.start(EmojiSetInput(character_prompt="a round orange cat", **fields), set_id=set_id)
+    await wait_for_phase(stack.sets, set_id, Phase.AWAITING_REVIEW)
+    await stack.sets.approve(set_id, reviewer="ana")
+
+
+async def test_an_approved_set_of_eight_gets_its_line_and_slack_packages(stack: Stack, set_id: str) -> None:
+    targets = [ExportTarget.GENERIC, ExportTarget.LINE_EMOJI, ExportTarget.SLACK]
+    await approved(stack, set_id, export_targets=targets, **EIGHT)
+
+    result = await stack.sets.result(set_id)
+
+    assert result.status == "completed" and len(result.emojis) == 8, "the generic files are made too"
+    line, slack = result.packages
+    assert (line.target, slack.target) == (ExportTarget.LINE_EMOJI, ExportTarget.SLACK)
+    assert [file.name for file in line.files] == [f"{i:03d}.png" for i in range(1, 9)] + ["tab.png"]
+    assert all(file.rung and file.file.size_bytes <= 300_000 for file in line.files if file.emoji)
+    assert line.archive is not None
+    with zipfile.ZipFile(io.BytesIO(stack.store.get(line.archive))) as archive:
+        assert archive.namelist() == [file.name for file in line.files]
+    assert [file.name for file in slack.files] == [f"{pose}.gif" for pose in DEFAULT_POSES] and slack.archive is None
+
+
+async def test_a_set_a_platform_does_not_take_is_told_at_start_and_still_completes(stack: Stack, set_id: str) -> None:
+    await stack.sets.start(
+        EmojiSetInput(character_prompt="a cat", poses=["wave", "heart"], frames_per_emoji=5, image_size=64),
+        set_id=set_id,
+    )
+    state = await wait_for_phase(stack.sets, set_id, Phase.AWAITING_REVIEW)
+    await stack.sets.approve(set_id)
+    result = await stack.sets.result(set_id)
+
+    assert state.export_refusals == [
+        "line-emoji: set_count: LINE animated emoji takes sets of 8 to 40 emoji, this one has 2"
+    ]
+    [line] = result.packages
+    assert line.files == [] and line.error is not None and "set_count" in line.error
+    assert result.status == "completed" and len(result.emojis) == 2
+
+
+async def test_a_completed_set_is_exported_again_without_redoing_anything(stack: Stack, set_id: str) -> None:
+    await approved(stack, set_id, export_targets=[ExportTarget.GENERIC], **{**EIGHT, "poses": ["wave", "laugh"]})
+    await stack.sets.result(set_id)
+    history = await stack.client.get_workflow_handle(set_id).fetch_history()
+
+    exported = await stack.sets.export(set_id, [ExportTarget.SLACK, ExportTarget.DISCORD])
+
+    assert [package.target for package in exported.packages] == [ExportTarget.SLACK, ExportTarget.DISCORD]
+    assert [file.name for file in exported.packages[1].files] == ["wave.png", "laugh.png"]
+    after = await stack.client.get_workflow_handle(set_id).fetch_history()
+    assert len(after.events) == len(history.events), "the set itself did nothing more"
+
+
+async def test_only_a_completed_set_is_exported(stack: Stack, set_id: str) -> None:
+    await stack.sets.start(EmojiSetInput(character_prompt="a cat", export_targets=["generic"], **EIGHT), set_id=set_id)
+    await wait_for_phase(stack.sets, set_id, Phase.AWAITING_REVIEW)
+    with pytest.raises(EmojiSetError, match="only a completed set's approved picks are exported"):
+        await stack.sets.export(set_id, [ExportTarget.SLACK])
+    await stack.sets.cancel(set_id)

@@ -1,0 +1,61 @@
+"""Platform exports, the same from a set's own approval and from a later export of a finished set.
+
+Each platform target is one ``export_package`` activity, all in parallel. A target the set cannot be fitted to does
+not fail the others, nor the set: its package carries the reason (the rule and the closest figure reached).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, CancelledError, FailureError
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.contract import (
+        NON_RETRYABLE_FAILURES,
+        ActivityName,
+        EmojiFramesRef,
+        ExportPackageInput,
+        ExportTarget,
+        PackageOutput,
+    )
+
+EXPORT_RETRY = RetryPolicy(
+    maximum_attempts=3, non_retryable_error_types=sorted(failure.value for failure in NON_RETRYABLE_FAILURES)
+)
+
+
+async def export_packages(
+    set_id: str, targets: Sequence[ExportTarget], emojis: list[EmojiFramesRef]
+) -> list[PackageOutput]:
+    """One package per platform target (the generic target is the set's own assembly, not a package)."""
+    platforms = [target for target in targets if target is not ExportTarget.GENERIC]
+    return list(await asyncio.gather(*(_export(set_id, target, emojis) for target in platforms)))
+
+
+async def _export(set_id: str, target: ExportTarget, emojis: list[EmojiFramesRef]) -> PackageOutput:
+    try:
+        return await workflow.execute_activity(
+            ActivityName.EXPORT_PACKAGE,
+            ExportPackageInput(set_id=set_id, target=target, emojis=emojis),
+            result_type=PackageOutput,
+            start_to_close_timeout=timedelta(minutes=10),
+            retry_policy=EXPORT_RETRY,
+            summary=f"export {target.value} package",
+        )
+    except ActivityError as err:
+        if isinstance(err.cause, CancelledError):
+            raise
+        return PackageOutput(target=target, error=failure_reason(err))
+
+
+def failure_reason(err: FailureError) -> str:
+    """The innermost failure message of an activity error (the one a person can act on)."""
+    cause: BaseException = err
+    while isinstance(cause, FailureError) and cause.cause is not None:
+        cause = cause.cause
+    return str(cause) or type(cause).__name__
