@@ -6,6 +6,7 @@ in one ZIP of at most 20 MB.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from activities.export.platforms.base import EmojiFrames, Package, PackageFile, Target
@@ -30,16 +31,8 @@ RULES = Rules(
 MAIN_SIZE = (240, 240)
 TAB_SIZE = (96, 74)
 
-MAIN_RULES = Rules(
-    platform="LINE animated sticker main image",
-    guideline=RULES.guideline,
-    container="apng",
-    size=SizeRule(*MAIN_SIZE, exact=True),
-    max_bytes=RULES.max_bytes,
-    frames=RULES.frames,
-    loop_seconds=RULES.loop_seconds,
-    max_total_s=RULES.max_total_s,
-    plays=RULES.plays,
+MAIN_RULES = dataclasses.replace(
+    RULES, platform="LINE animated sticker main image", size=SizeRule(*MAIN_SIZE, exact=True), per_set=None
 )
 
 

@@ -7,6 +7,7 @@ and ``emoji/<emoji>.webm``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from activities.export.platforms.base import DoesNotFitError, EmojiFrames, Package, PackageFile, Target
@@ -28,14 +29,10 @@ STICKER_RULES = Rules(
     max_fps=30.0,
     per_set=frozenset(range(1, 121)),
 )
-EMOJI_RULES = Rules(
+EMOJI_RULES = dataclasses.replace(
+    STICKER_RULES,
     platform="Telegram video custom emoji",
-    guideline=GUIDELINE,
-    container="webm",
     size=SizeRule(100, 100, exact=True),
-    max_bytes=256 * 1024,
-    max_total_s=3.0,
-    max_fps=30.0,
     per_set=frozenset(range(1, 201)),
 )
 RULES = STICKER_RULES
