@@ -19,6 +19,7 @@ import numpy as np
 from activities.export.platforms.base import DoesNotFitError, Fitted
 from activities.export.platforms.fitting import evenly_spaced
 from activities.export.platforms.rules import Rules
+from activities.export.platforms.validate import vp9_rgba
 
 CODEC: Final = "libvpx-vp9"
 CRFS = (18, 24, 30, 36, 42, 48, 56, 63)
@@ -77,9 +78,7 @@ def decode_webm(data: bytes) -> list[np.ndarray]:
     with av.open(io.BytesIO(data), "r") as container:
         stream = container.streams.video[0]
         decoder = av.CodecContext.create(CODEC, "r")
-        return [
-            frame.to_ndarray(format="rgba") for packet in container.demux(stream) for frame in decoder.decode(packet)
-        ]
+        return [vp9_rgba(frame) for packet in container.demux(stream) for frame in decoder.decode(packet)]
 
 
 def fit_webm(frames: Sequence[np.ndarray], loop_s: float, rules: Rules, *, quality: Quality) -> Fitted:
