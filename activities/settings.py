@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, SecretStr
 
 from core.settings import PopconSettings
@@ -14,10 +16,25 @@ class OrchestrationSettings(PopconSettings):
 
 
 class DashScopeSettings(PopconSettings):
-    """The DashScope (Alibaba Cloud Model Studio) image generator; read only when a set uses it."""
+    """The DashScope (Alibaba Cloud Model Studio) generator; read only when a set uses it (see docs/dashscope.md).
 
-    dashscope_api_key: SecretStr | None = None
+    The API key, base URL and models must belong to the same region: the default is Singapore (``dashscope-intl``).
+    """
+
+    dashscope_api_key: SecretStr | None = Field(default=None, description="Never logged; missing = refused at use.")
     dashscope_base_url: str = "https://dashscope-intl.aliyuncs.com/api/v1"
-    dashscope_model: str = "wan2.2-t2i-flash"
-    dashscope_poll_interval_s: float = Field(default=2.0, gt=0)
-    dashscope_timeout_s: float = Field(default=300.0, gt=0)
+    dashscope_character_model: str = Field(default="wan2.2-t2i-flash", description="Text-to-image: the character.")
+    dashscope_start_frame_model: str = Field(
+        default="wan2.5-i2i-preview", description="Image edit: the character in an action's pose."
+    )
+    dashscope_edit_frame_model: str = Field(
+        default="wan2.5-i2i-preview", description="Image edit: one extracted frame with a custom prompt."
+    )
+    dashscope_clip_model: str = Field(default="wan2.6-i2v-flash", description="Image-to-video: the clip.")
+    dashscope_clip_resolution: Literal["480P", "720P", "1080P"] = "720P"
+    dashscope_poll_interval_s: float = Field(default=2.0, gt=0, description="First pause between two task polls.")
+    dashscope_poll_max_interval_s: float = Field(
+        default=15.0, gt=0, description="Longest pause between polls (keep it well below the heartbeat timeout)."
+    )
+    dashscope_image_timeout_s: float = Field(default=300.0, gt=0, description="How long one image call waits.")
+    dashscope_clip_timeout_s: float = Field(default=900.0, gt=0, description="How long one clip call waits.")

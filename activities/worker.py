@@ -8,9 +8,9 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.assemble import AssemblyActivities
-from activities.generate import GenerationActivities
 from activities.generation import GeneratorRegistry
 from activities.platform_exports import PlatformExportActivities
+from activities.production import ProductionActivities
 from activities.settings import OrchestrationSettings
 from core.artifacts import ArtifactStore, open_store
 from core.connection import connect
@@ -28,12 +28,12 @@ def build_worker(
     store: ArtifactStore,
     *,
     generators: GeneratorRegistry | None = None,
-) -> tuple[Worker, GenerationActivities]:
-    """The orchestration worker, and its generation activities (close them after the worker stops).
+) -> tuple[Worker, ProductionActivities]:
+    """The orchestration worker, and its production activities (close them after the worker stops).
 
     ``generators`` are the backends a set may name; ``None`` is :func:`~activities.generation.builtin_generators`.
     """
-    generation = GenerationActivities(store, generators)
+    production = ProductionActivities(store, generators)
     assembly = AssemblyActivities(store)
     exports = PlatformExportActivities(store)
     worker = Worker(
@@ -41,8 +41,13 @@ def build_worker(
         task_queue=ORCHESTRATION_TASK_QUEUE,
         workflows=[EmojiSetWorkflow, ExportSetWorkflow],
         activities=[
-            generation.check_generator,
-            generation.generate_frame,
+            production.check_generator,
+            production.prepare_upload,
+            production.generate_character,
+            production.generate_start_frame,
+            production.generate_clip,
+            production.extract_frames,
+            production.edit_frame,
             assembly.assemble_emoji,
             assembly.assemble_contact_sheet,
             exports.check_exports,
@@ -51,15 +56,15 @@ def build_worker(
         max_concurrent_activities=settings.orchestration_activity_concurrency,
         graceful_shutdown_timeout=timedelta(seconds=30),
     )
-    return worker, generation
+    return worker, production
 
 
 async def main() -> None:
     observability = ObservabilitySettings()
     configure_logging(observability.log_level)
     client = await connect(TemporalSettings(), temporal_runtime(observability.metrics_bind))
-    worker, generation = build_worker(client, OrchestrationSettings(), open_store(ArtifactSettings()))
+    worker, production = build_worker(client, OrchestrationSettings(), open_store(ArtifactSettings()))
     try:
         await serve_until_signalled(worker)
     finally:
-        await generation.aclose()
+        await production.aclose()

@@ -1,16 +1,19 @@
 """GPU-queue dispatch benchmark: how close parallel matting gets to the ideal makespan.
 
-One 12-frame set with 2 candidates per frame (24 matting activities) runs on the real dev server and real workers; the
-GPU engine is a stand-in that sleeps a fixed latency L per frame, on a GPU worker of capacity C running in its own
-process, as it does on a GPU box. For each C, side by side: the GPU worker as configured by default (prefetch C:
-frames taken ahead while the GPU is full, see gpu_activity_worker/slots.py) and without prefetch; with ``--floor``
-also a matting activity that only sleeps (no image work, no threads: what the SDK and the server alone cost).
+One one-action set of 12 frame slots, each with 5 candidates (one take, 2 neighbours either side of each chosen
+frame: 60 candidates in 12 ``matte_slot`` activities), runs on the real dev server and real workers, reviewed
+automatically; the GPU engine is a stand-in that sleeps a fixed latency L per candidate, on a GPU worker of capacity C
+running in its own process, as it does on a GPU box. A slot takes one GPU turn and runs its candidates one after
+another in it (the stand-in does not batch), so a slot holds its GPU slot 5 L. For each C, side by side: the GPU
+worker as configured by default (prefetch C: slots taken ahead while the GPU is full, see
+gpu_activity_worker/slots.py) and without prefetch; with ``--floor`` also a ``matte_slot`` activity that only sleeps
+5 L (no image work, no threads: what the SDK and the server alone cost).
 
 Each row is the median of ``--repeat`` sets (this machine is shared and noisy; the range is printed too) of the
 matting makespan (first matting activity scheduled -> last one completed, from the server's own event times), with
-the ideal ``ceil(24 / C) * L``, the serial time ``24 * L``, the speed-up over serial and the efficiency
-``ideal / makespan``; "peak in flight" counts the frames the worker held at once (on the GPU or taken ahead). All
-figures come from one run.
+the ideal ``ceil(12 / C) * 5 * L`` (one slot per GPU turn, C turns at once), the serial time ``60 * L``, the speed-up
+over serial and the efficiency ``ideal / makespan``; "peak in flight" counts the slots the worker held at once (on
+the GPU or taken ahead). All figures come from one run.
 
     python -m benchmarks.dispatch [--latency 0.5] [--capacity 1 3 6 12] [--repeat 5] [--floor]
 """
@@ -51,14 +54,27 @@ from gpu_activity_worker.settings import GpuWorkerSettings
 from gpu_activity_worker.worker import build_gpu_worker
 from starter.client import EmojiSetClient
 from testkit.servers import start_throwaway_server
-from workflows.contract import GPU_TASK_QUEUE, ActivityName, EmojiSetInput, MatteFrameInput, MatteFrameOutput, Phase
+from workflows.contract import (
+    GPU_TASK_QUEUE,
+    ActivityName,
+    EmojiSetInput,
+    ExportTarget,
+    MatteCandidateResult,
+    MatteFrameOutput,
+    MatteSlotInput,
+    MatteSlotOutput,
+    ReviewPolicy,
+)
 
-FRAMES, CANDIDATES = 12, 2
+SLOTS, NEIGHBOURS = 12, 2
+"""Frame slots of the set (its one action's frames) and clip frames kept either side of each chosen one."""
+CANDIDATES = 2 * NEIGHBOURS + 1
+"""Candidates per slot (one take): the chosen frame and its neighbours."""
 
 
 class SleepStep:
-    """A stand-in GPU engine: a plain threshold alpha (a few microseconds), then ``latency`` seconds of sleep, so that
-    its time on the GPU is the latency and nothing else."""
+    """A stand-in GPU engine: a plain threshold alpha (a few microseconds), then ``latency`` seconds of sleep per
+    candidate, so that its time on the GPU is the latency and nothing else."""
 
     device, precision = "cpu", "fp32"
 
@@ -122,7 +138,7 @@ def _matting_spans(history: WorkflowHistory) -> list[tuple[datetime, datetime, d
     for event in history.events:
         when = event.event_time.ToDatetime()
         if event.HasField("activity_task_scheduled_event_attributes"):
-            if event.activity_task_scheduled_event_attributes.activity_type.name == "matte_frame":
+            if event.activity_task_scheduled_event_attributes.activity_type.name == ActivityName.MATTE_SLOT:
                 scheduled[event.event_id] = when
         elif event.HasField("activity_task_started_event_attributes"):
             started[event.activity_task_started_event_attributes.scheduled_event_id] = when
@@ -134,7 +150,7 @@ def _matting_spans(history: WorkflowHistory) -> list[tuple[datetime, datetime, d
 
 
 def _peak_in_flight(spans: list[tuple[datetime, datetime, datetime]]) -> int:
-    """Most matting activities running (started, not completed) at once."""
+    """Most matting activities (slots) running (started, not completed) at once."""
     edges = sorted([(start, 1) for _, start, _ in spans] + [(end, -1) for _, _, end in spans])
     peak = current = 0
     for _, step in edges:
@@ -143,12 +159,21 @@ def _peak_in_flight(spans: list[tuple[datetime, datetime, datetime]]) -> int:
     return peak
 
 
-@activity.defn(name=ActivityName.MATTE_FRAME)
-async def _sleep_only_matte(request: MatteFrameInput) -> MatteFrameOutput:
-    """The floor: a matting activity that only sleeps L (no store, no image work); what the SDK and server cost."""
-    await asyncio.sleep(int(request.pipeline.removeprefix("sleep:")) / 1000)
-    return MatteFrameOutput(
-        matte=request.source, score=0.5, pipeline=request.pipeline, device="cpu", precision="fp32", elapsed_ms=0
+@activity.defn(name=ActivityName.MATTE_SLOT)
+async def _sleep_only_matte(request: MatteSlotInput) -> MatteSlotOutput:
+    """The floor: a matting activity that only sleeps L per candidate (no store, no image work); what the SDK and
+    server cost."""
+    latency_s = int(request.pipeline.removeprefix("sleep:")) / 1000
+    await asyncio.sleep(latency_s * len(request.candidates))
+    return MatteSlotOutput(
+        results=[
+            MatteCandidateResult(
+                output=MatteFrameOutput(
+                    matte=source, score=0.5, pipeline=request.pipeline, device="cpu", precision="fp32", elapsed_ms=0
+                )
+            )
+            for source in request.candidates
+        ]
     )
 
 
@@ -214,26 +239,36 @@ async def _gpu_worker_process(
         await process.wait()
 
 
+def bench_set(latency_ms: int) -> EmojiSetInput:
+    """The benchmark's set: one action of ``SLOTS`` slots x ``CANDIDATES`` candidates, matted with the ``sleep``
+    stand-in at ``latency_ms`` per candidate, with no stage waiting for a person."""
+    return EmojiSetInput(
+        character_prompt="a round orange cat",
+        actions=["wave"],
+        frames_per_emoji=SLOTS,
+        takes_per_action=1,
+        neighbours=NEIGHBOURS,
+        review=ReviewPolicy.automatic(),
+        image_size=64,
+        matting_pipeline=f"sleep:{latency_ms}",
+        max_parallel_matting=64,
+        export_targets=[ExportTarget.GENERIC],  # the set's end after matting kept short
+    )
+
+
+def ideal_makespan_s(slots: int, candidates: int, latency_s: float, capacity: int) -> float:
+    """The shortest matting makespan: ``capacity`` slots on the GPU at once, each slot one turn of ``candidates * L``
+    (its candidates one after another)."""
+    return math.ceil(slots / capacity) * candidates * latency_s
+
+
 async def run_set(client: Client, latency_ms: int) -> tuple[float, float, int]:
-    """One set; returns (matting makespan, set time to the last matting done, peak matting in flight)."""
+    """One set, to its end; returns (matting makespan, set time to the last matting done, peak slots in flight)."""
     sets = EmojiSetClient(client)
     set_id = f"bench-{uuid.uuid4().hex[:8]}"
-    await sets.start(
-        EmojiSetInput(
-            character_prompt="a round orange cat",
-            poses=["wave"],
-            frames_per_emoji=FRAMES,
-            candidates_per_frame=CANDIDATES,
-            image_size=64,
-            matting_pipeline=f"sleep:{latency_ms}",
-            max_parallel_matting=64,
-        ),
-        set_id=set_id,
-    )
-    # Poll slowly: queries cost the workers CPU, and this machine's two cores are shared by everything here.
-    while (await sets.state(set_id)).phase is not Phase.AWAITING_REVIEW:
-        await asyncio.sleep(0.5)
-    await sets.cancel(set_id)
+    await sets.start(bench_set(latency_ms), set_id=set_id)
+    # The set is reviewed automatically: it is assembled and completes on its own.
+    await sets.result(set_id)
     history = await client.get_workflow_handle(set_id).fetch_history()
     spans = _matting_spans(history)
     last_done = max(end for *_, end in spans)
@@ -275,18 +310,18 @@ async def main(latency_s: float, capacities: list[int], repeat: int, floor: bool
         await generation.aclose()
         await env.shutdown()
 
-    tasks = FRAMES * CANDIDATES
-    serial = tasks * latency_s
+    serial = SLOTS * CANDIDATES * latency_s
     print(
-        f"{FRAMES}-frame set x {CANDIDATES} candidates = {tasks} matting activities, L = {latency_s:.2f} s per frame;"
-        f" median of {repeat} sets per row"
+        f"{SLOTS} frame slots x {CANDIDATES} candidates = {SLOTS} matte_slot activities, {SLOTS * CANDIDATES}"
+        f" candidates, L = {latency_s:.2f} s per candidate (a slot's turn {CANDIDATES} L); median of {repeat} sets"
+        " per row"
     )
     print(
         f"{'C':>3} {'GPU worker':>11} {'makespan s':>11} {'(range)':>13} {'ideal s':>8} {'serial s':>9}"
         f" {'speed-up':>9} {'efficiency':>11} {'peak in flight':>15} {'whole set s':>12}"
     )
     for row in rows:
-        ideal = math.ceil(tasks / row.config.capacity) * latency_s
+        ideal = ideal_makespan_s(SLOTS, CANDIDATES, latency_s, row.config.capacity)
         spans = [times.makespan_s for times in row.sets]
         print(
             f"{row.config.capacity:>3} {row.config.label:>11} {row.makespan_s:>11.3f}"
@@ -306,7 +341,7 @@ def _at_least_one(value: str) -> int:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--latency", type=float, default=0.5, help="GPU latency per frame, seconds")
+    parser.add_argument("--latency", type=float, default=0.5, help="GPU latency per candidate, seconds")
     parser.add_argument(
         "--capacity", type=_at_least_one, nargs="+", default=[1, 3, 6, 12], help="GPU worker capacities"
     )

@@ -1,17 +1,20 @@
 """RunPod dispatch benchmark: a set matted through the dispatcher and a RunPod endpoint, against the ideal makespan.
 
-One 12-frame set with 2 candidates per frame (24 matting jobs) runs on the real dev server, orchestration worker and
-dispatcher; the endpoint is the RunPod stand-in of the tests (tests/gpu_activity_worker/runpod_standin.py), whose
-workers are processes running RunPod's real worker loop with our real handler. The engine is the ``sleep`` stand-in
-of benchmarks/dispatch.py (a fixed latency L per frame); artifacts live in an S3-compatible server on loopback.
+The set of benchmarks/dispatch.py (12 frame slots x 5 candidates: 12 ``matte_slot`` activities, 60 RunPod jobs, one
+per candidate) runs on the real dev server, orchestration worker and dispatcher; the endpoint is the RunPod stand-in
+of the tests (testkit/runpod_standin.py), whose workers are processes running RunPod's real worker loop with our real
+handler. The engine is the ``sleep`` stand-in of benchmarks/dispatch.py (a fixed latency L per candidate); artifacts
+live in an S3-compatible server on loopback.
 
-For endpoints of 1 (serial), 3 and 24 (unbounded) workers, kept warm (min workers = max workers), it prints the
+For endpoints of 1 (serial), 3 and 12 (one per slot) workers, kept warm (min workers = max workers), it prints the
 matting makespan (first matting activity scheduled -> last one completed, from the server's event times), the ideal
-``ceil(24 / workers) * L``, the speed-up over ``24 * L`` and the efficiency ``ideal / makespan``, with the jobs' mean
-queue time (delayTime) and run time (executionTime) as RunPod reports them. Then, at 3 workers scaled to zero, the
-first set (every worker cold-starts) against the next one (warm).
+``ceil(60 / workers) * L``, the speed-up over ``60 * L`` and the efficiency ``ideal / makespan``, with the jobs' mean
+queue time (delayTime) and run time (executionTime) as RunPod reports them. Unlike a GPU worker's turn, a slot here
+is no unit of GPU time: its candidates are separate jobs on whichever workers are free, so the ideal counts jobs, not
+slots (``ceil(12 / workers) * 5 * L`` for one slot per worker turn would overstate it when the workers do not divide
+the slots). Then, at 3 workers scaled to zero, the first set (every worker cold-starts) against the next one (warm).
 
-    python -m benchmarks.runpod_dispatch [--latency 0.5] [--poll 0.1] [--cold-start 0] [--workers 1 3 24]
+    python -m benchmarks.runpod_dispatch [--latency 0.5] [--poll 0.1] [--cold-start 0] [--workers 1 3 12]
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from temporalio.client import Client
 
 from activities.settings import OrchestrationSettings
 from activities.worker import build_worker
-from benchmarks.dispatch import CANDIDATES, FRAMES, run_set, sleep_steps
+from benchmarks.dispatch import CANDIDATES, SLOTS, run_set, sleep_steps
 from core.artifacts import open_store
 from core.settings import ArtifactSettings
 from gpu_activity_worker.runpod.dispatcher import build_dispatcher_worker
@@ -42,7 +45,8 @@ from testkit.runpod_standin import EndpointConfig, RunPodStandIn
 from testkit.s3 import S3_KEYS, s3_server
 from testkit.servers import start_throwaway_server
 
-JOBS = FRAMES * CANDIDATES
+JOBS = SLOTS * CANDIDATES
+"""RunPod jobs per set: one per candidate."""
 HANDLER_COMMAND = (
     sys.executable,
     "-c",
@@ -169,16 +173,24 @@ async def cold_runs(bench: Bench, workers: int) -> tuple[Run, Run, ColdStarts]:
         )
 
 
+def ideal_makespan_s(jobs: int, latency_s: float, workers: int) -> float:
+    """The shortest matting makespan: ``workers`` jobs at once, each ``latency_s``, whatever slot they belong to."""
+    return math.ceil(jobs / workers) * latency_s
+
+
 def print_table(runs: list[Run], latency_s: float) -> None:
     serial = JOBS * latency_s
     one_worker = next((run.makespan_s for run in runs if run.workers == 1 and run.label == "warm"), None)
-    print(f"{FRAMES}-frame set x {CANDIDATES} candidates = {JOBS} RunPod jobs, L = {latency_s:.2f} s per frame")
     print(
-        f"{'run':>16} {'workers':>7} {'makespan s':>11} {'ideal s':>8} {'efficiency':>11} {'vs 24 L':>8}"
+        f"{SLOTS} frame slots x {CANDIDATES} candidates = {JOBS} RunPod jobs, L = {latency_s:.2f} s per candidate;"
+        " peak = slots in flight"
+    )
+    print(
+        f"{'run':>16} {'workers':>7} {'makespan s':>11} {'ideal s':>8} {'efficiency':>11} {f'vs {JOBS} L':>8}"
         f" {'vs 1 worker':>12} {'peak':>5} {'delay ms':>9} {'exec ms':>8}"
     )
     for run in runs:
-        ideal = math.ceil(JOBS / run.workers) * latency_s
+        ideal = ideal_makespan_s(JOBS, latency_s, run.workers)
         versus_one = f"{one_worker / run.makespan_s:.2f}x" if one_worker else "-"
         print(
             f"{run.label:>16} {run.workers:>7} {run.makespan_s:>11.2f} {ideal:>8.2f} {ideal / run.makespan_s:>11.3f}"
@@ -229,9 +241,9 @@ async def main(latency_s: float, poll_s: float, cold_start_s: float, worker_coun
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--latency", type=float, default=0.5, help="GPU latency per frame, seconds")
+    parser.add_argument("--latency", type=float, default=0.5, help="GPU latency per candidate, seconds")
     parser.add_argument("--poll", type=float, default=0.1, help="the dispatcher's status poll interval, seconds")
     parser.add_argument("--cold-start", type=float, default=0.0, help="extra container start per new worker, seconds")
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 3, 24], help="endpoint sizes for warm runs")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 3, SLOTS], help="endpoint sizes for warm runs")
     args = parser.parse_args()
     asyncio.run(main(args.latency, args.poll, args.cold_start, args.workers))

@@ -1,8 +1,11 @@
-"""GPU-queue activities with the in-process engines: check a matting pipeline, and matte one frame candidate.
+"""GPU-queue activities with the in-process engines: check a matting pipeline, and matte a frame slot's candidates.
 
 Matting runs on this worker's threads (one per activity slot) while the activity heartbeats, so Temporal can
-cancel a matting activity and notices a lost GPU box within the heartbeat timeout. At most ``capacity`` frames run
-their pipeline's steps at once; the worker takes up to ``prefetch`` more while the GPU is full (:mod:`.slots`).
+cancel a matting activity and notices a lost GPU box within the heartbeat timeout. A ``matte_slot`` activity takes
+one GPU turn for all its candidates (:func:`matting.matte_slot`): at most ``capacity`` slots are on the GPU at once,
+and the worker takes up to ``prefetch`` more while the GPU is full (:mod:`.slots`). Within a turn the candidates run
+``batch`` at a time (:class:`~gpu_activity_worker.batching.Lanes`), so a batchable step serves them in one forward
+pass and a step that cannot batch takes them one after another.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from temporalio import activity
 
 from core.artifacts import ArtifactError, ArtifactStore
 from gpu_activity_worker import matting
+from gpu_activity_worker.batching import Lanes
 from gpu_activity_worker.engines.base import MattingError
 from gpu_activity_worker.pipeline import Pipelines
 from gpu_activity_worker.slots import FrameCancelledError, GpuGate, PrefetchSlotSupplier
@@ -28,8 +32,8 @@ from workflows.contract import (
     ActivityName,
     DescribePipelineInput,
     FailureType,
-    MatteFrameInput,
-    MatteFrameOutput,
+    MatteSlotInput,
+    MatteSlotOutput,
     PipelineDescription,
 )
 
@@ -38,10 +42,10 @@ HEARTBEAT_EVERY_S = 5.0
 log = logging.getLogger(__name__)
 
 
-def _started_pool(threads: int) -> ThreadPoolExecutor:
+def _started_pool(threads: int, name: str) -> ThreadPoolExecutor:
     """A thread pool with all its threads running: the pool starts threads on demand, holding its lock while each
-    one starts, which would stall a burst of frames arriving together."""
-    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="matting")
+    one starts, which would stall a burst of slots arriving together."""
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name)
     everyone = threading.Barrier(threads)
     for started in [pool.submit(everyone.wait) for _ in range(threads)]:
         started.result()
@@ -49,7 +53,7 @@ def _started_pool(threads: int) -> ThreadPoolExecutor:
 
 
 def _log_late_failure(job: Future[Any]) -> None:
-    """Log what a frame's thread raised after its activity was cancelled: nothing else will report it."""
+    """Log what a slot's thread raised after its activity was cancelled: nothing else will report it."""
     if job.cancelled():
         return
     err = job.exception()
@@ -59,7 +63,7 @@ def _log_late_failure(job: Future[Any]) -> None:
 
 @dataclass
 class _GpuTurn:
-    """One frame's turn on the GPU: whether it is called off, how long it waited, and whether it got it."""
+    """One slot's turn on the GPU: whether it is called off, how long it waited, and whether it got it."""
 
     gate: GpuGate
     cancelled: threading.Event = field(default_factory=threading.Event)
@@ -81,23 +85,33 @@ class MattingActivities:
     Args:
         store: Where sources are read and cut-outs stored.
         pipelines: The worker's pipelines.
-        capacity: Frames on the GPU at once.
-        prefetch: Frames taken ahead while the GPU is full; they wait, read and decoded, for a GPU slot.
+        capacity: Frame slots on the GPU at once (each with all its candidates).
+        prefetch: Slots taken ahead while the GPU is full; they wait, read and decoded, for a GPU slot.
+        batch: Candidates of a slot run at once within its GPU turn: the ``max_batch`` of ``pipelines``' step
+            context, so a batchable step serves them in one forward pass (a step that cannot batch takes them one
+            at a time); 1 runs them one after another.
     """
 
-    def __init__(self, store: ArtifactStore, pipelines: Pipelines, *, capacity: int, prefetch: int) -> None:
+    def __init__(
+        self, store: ArtifactStore, pipelines: Pipelines, *, capacity: int, prefetch: int, batch: int = 1
+    ) -> None:
         self._store = store
         self._pipelines = pipelines
         self.gate = GpuGate(capacity)
-        """Frames on this worker's GPU, waiting for it and finishing after it."""
+        """Slots on this worker's GPU, waiting for it and finishing after it."""
         self.slot_supplier = PrefetchSlotSupplier(self.gate, prefetch)
         """The worker's activity slots: pass it to the worker's tuner."""
-        self._executor = _started_pool(self.slot_supplier.max_slots)
+        self._executor = _started_pool(self.slot_supplier.max_slots, "matting")
+        # Each slot on the GPU runs one lane on its own thread and the others here.
+        self._lane_pool = _started_pool(capacity * (batch - 1), "matting-lane") if batch > 1 else None
+        self._lanes = Lanes(batch, self._lane_pool)
+        # Stores and scores each cut-out while the slot's next candidates are on the GPU: one per slot on the GPU.
+        self._finisher = _started_pool(capacity, "matting-store")
 
     async def _in_thread(self, work: Callable[[], T], turn: _GpuTurn | None = None) -> T:
         """Run blocking ``work`` on this worker's threads, heartbeating until it returns.
 
-        Failures become ApplicationErrors typed by :func:`matting.failure_type`. A frame that has not had its GPU
+        Failures become ApplicationErrors typed by :func:`matting.failure_type`. A slot that has not had its GPU
         ``turn`` yet gives it up when the activity is cancelled, and when the worker starts shutting down: it then
         fails as ``WorkerShutdown`` (retryable), so another worker takes it at once instead of this one finishing
         it during its shutdown. Work already on the GPU finishes; after a cancellation its result is discarded.
@@ -126,7 +140,7 @@ class MattingActivities:
             raise
         except FrameCancelledError as err:
             raise FailureType.WORKER_SHUTDOWN.error(
-                "this GPU worker is shutting down before the frame's turn on the GPU"
+                "this GPU worker is shutting down before the slot's turn on the GPU"
             ) from err
         except (MattingError, ArtifactError) as err:
             raise matting.failure_type(err).error(str(err)) from err
@@ -136,29 +150,41 @@ class MattingActivities:
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._lane_pool is not None:
+            self._lane_pool.shutdown(wait=False, cancel_futures=True)
+        self._finisher.shutdown(wait=False, cancel_futures=True)
 
     @activity.defn(name=ActivityName.DESCRIBE_PIPELINE)
     async def describe_pipeline(self, request: DescribePipelineInput) -> PipelineDescription:
         """Build the pipeline (loading its weights) and say where it runs; ``UnknownPipeline`` if it cannot exist."""
         return await self._in_thread(lambda: matting.describe(request, self._pipelines))
 
-    @activity.defn(name=ActivityName.MATTE_FRAME)
-    async def matte_frame(self, request: MatteFrameInput) -> MatteFrameOutput:
-        """Cut one candidate out of its background, store the RGBA PNG and score it for the auto-pick."""
+    @activity.defn(name=ActivityName.MATTE_SLOT)
+    async def matte_slot(self, request: MatteSlotInput) -> MatteSlotOutput:
+        """Cut out every candidate of one frame slot in one GPU turn, store and score each (:func:`matting.matte_slot`).
+
+        A candidate whose failure no retry can fix gets it as its own result; a failure a retry may fix (e.g. an
+        ``ArtifactError``) fails the activity, so Temporal retries the whole slot.
+        """
+        started = time.perf_counter()
         turn = _GpuTurn(self.gate)
         try:
             output = await self._in_thread(
-                lambda: matting.matte(request, self._store, self._pipelines, turn.hold()), turn
+                lambda: matting.matte_slot(
+                    request, self._store, self._pipelines, turn.hold(), self._lanes, self._finisher
+                ),
+                turn,
             )
         finally:
             if turn.taken:
                 self.gate.reported()
         activity.logger.info(
-            "matted",
+            "matted slot",
             extra={
-                "pipeline": output.pipeline,
-                "device": output.device,
-                "elapsed_ms": round(output.elapsed_ms, 1),
+                "pipeline": request.pipeline,
+                "candidates": len(request.candidates),
+                "failed": sum(result.output is None for result in output.results),
+                "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
                 "gpu_wait_ms": round(turn.waited_s * 1000, 1),
             },
         )

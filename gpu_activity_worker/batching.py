@@ -17,6 +17,16 @@ A failed batch cannot say whose image failed (an :class:`~gpu_activity_worker.en
 a verdict on one image), so when ``apply_batch`` raises, each caller of that batch runs its own image alone with
 ``apply``: every caller gets exactly what it would have got unbatched, and an error reaches only the callers whose
 image causes it.
+
+A frame slot's candidates share one GPU turn (one ``matte_slot`` activity), so their images come from one caller.
+:class:`Lanes` runs their pipelines side by side on ``width`` threads (the micro-batch size): each batchable step's
+batcher then finds them queued together and serves them in one ``apply_batch`` call, filled further by the other
+slots on the GPU at that moment. A step that cannot batch serves one lane of a slot at a time
+(:class:`OneLaneAtATime`), so within the turn the slot's candidates go through it one after another, as they would
+unbatched, and a slot never has more of them on the GPU than its one turn allows; separate slots still use it at
+once. (A batchable step after such a step then gets the slot's candidates as they come out of it: its batch fills
+with the other slots' candidates, or runs after ``max_batch_wait_ms``.) With a width of 1 (batching off) the
+candidates run one after another on the caller's own thread.
 """
 
 from __future__ import annotations
@@ -25,11 +35,15 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import TypeGuard
+from typing import TypeGuard, TypeVar
 
 from gpu_activity_worker.engines.base import BatchableStep, MatteState, MattingError, MattingStep, StepContext
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 logger = logging.getLogger(__name__)
 
@@ -40,10 +54,13 @@ def is_batchable(step: MattingStep) -> TypeGuard[BatchableStep]:
 
 
 def batched(step: MattingStep, context: StepContext) -> MattingStep:
-    """``step`` behind a :class:`MicroBatcher` when ``context.max_batch`` is above 1 and it can batch, else ``step``."""
-    if context.max_batch > 1 and is_batchable(step):
+    """``step`` as :class:`Lanes` use it when ``context.max_batch`` is above 1: behind a :class:`MicroBatcher` if it
+    can batch, else serving one lane of a caller at a time (:class:`OneLaneAtATime`); ``step`` itself otherwise."""
+    if context.max_batch <= 1:
+        return step
+    if is_batchable(step):
         return MicroBatcher(step, context.max_batch, context.max_batch_wait_ms)
-    return step
+    return OneLaneAtATime(step)
 
 
 @dataclass(eq=False)
@@ -160,3 +177,107 @@ class MicroBatcher:
             )
             return [error] * len(batch)
         return list(results)
+
+
+class _LaneGroup:
+    """The lanes of one :meth:`Lanes.map` call."""
+
+    def __init__(self) -> None:
+        self.one_at_a_time = threading.Lock()
+        """Held by the lane inside a step that cannot batch (:class:`OneLaneAtATime`)."""
+
+
+_lanes = threading.local()
+"""``group``: the :class:`_LaneGroup` whose lane this thread is running, if any."""
+
+
+class OneLaneAtATime:
+    """A step that cannot batch, serving the lanes of one :meth:`Lanes.map` call one at a time (thread-safe).
+
+    Calls from different callers (other slots, threads outside any lanes) run at once, as on the bare step.
+
+    Args:
+        step: The step.
+    """
+
+    def __init__(self, step: MattingStep) -> None:
+        self.step = step
+
+    @property
+    def device(self) -> str:
+        """The wrapped step's device."""
+        return self.step.device
+
+    @property
+    def precision(self) -> str:
+        """The wrapped step's precision."""
+        return self.step.precision
+
+    def apply(self, state: MatteState) -> MatteState:
+        """The wrapped step's ``apply(state)``, once no other lane of this thread's :meth:`Lanes.map` is inside it."""
+        group: _LaneGroup | None = getattr(_lanes, "group", None)
+        if group is None:
+            return self.step.apply(state)
+        with group.one_at_a_time:
+            return self.step.apply(state)
+
+
+class Lanes:
+    """Runs one caller's items side by side: at most ``width`` at once, the caller's thread being one of them.
+
+    The items' pipelines then meet in each batchable step's :class:`MicroBatcher`, and take turns in each step that
+    cannot batch (:class:`OneLaneAtATime`).
+
+    Args:
+        width: Items run at once; the worker's micro-batch size, so one slot can fill a batch. 1 runs them one after
+            another on the caller's thread.
+        executor: The other ``width - 1`` threads of every caller that may run at once (e.g. ``capacity * (width -
+            1)`` threads for a GPU of ``capacity`` slots); unused, and may be ``None``, when ``width`` is 1.
+
+    Raises:
+        ValueError: ``width`` is below 1, or above 1 with no executor.
+    """
+
+    def __init__(self, width: int = 1, executor: Executor | None = None) -> None:
+        if width < 1:
+            raise ValueError(f"lanes need a width of at least 1, got {width}")
+        if width > 1 and executor is None:
+            raise ValueError(f"{width} lanes need an executor for their other threads")
+        self.width = width
+        self._executor = executor
+
+    def map(self, work: Callable[[T], R], items: Sequence[T]) -> list[R | Exception]:
+        """``work(item)`` for every item, each item's result or the exception it raised, in the order of ``items``.
+
+        Returns once every item is done. An exception that is not an ``Exception`` (e.g. ``KeyboardInterrupt``) is
+        raised, after the other lanes have finished.
+        """
+        outcomes: dict[int, R | Exception] = {}
+        queue = iter(range(len(items)))
+        taking = threading.Lock()
+        group = _LaneGroup()
+
+        def lane() -> None:
+            outside = getattr(_lanes, "group", None)
+            _lanes.group = group
+            try:
+                while True:
+                    with taking:
+                        index = next(queue, None)
+                    if index is None:
+                        return
+                    try:
+                        outcomes[index] = work(items[index])
+                    except Exception as err:
+                        outcomes[index] = err
+            finally:
+                _lanes.group = outside
+
+        others = min(self.width, len(items)) - 1
+        helpers = [self._executor.submit(lane) for _ in range(others)] if self._executor is not None else []
+        try:
+            lane()
+        finally:
+            for helper in helpers:
+                helper.result()
+        return [outcomes[index] for index in range(len(items))]

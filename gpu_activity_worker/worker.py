@@ -1,4 +1,4 @@
-"""The GPU worker: matting activities on task queue ``emoji-gpu``, ``gpu_concurrency`` frames on the GPU at once."""
+"""The GPU worker: matting activities on task queue ``emoji-gpu``, ``gpu_concurrency`` slots on the GPU at once."""
 
 from __future__ import annotations
 
@@ -22,8 +22,9 @@ from workflows.contract import GPU_TASK_QUEUE
 def build_gpu_worker(
     client: Client, settings: GpuWorkerSettings, store: ArtifactStore, *, steps: StepRegistry | None = None
 ) -> tuple[Worker, MattingActivities]:
-    """A worker serving the GPU queue with the in-process engines: ``gpu_concurrency`` frames on the GPU, and up to
-    ``gpu_prefetch`` more taken ahead while it is full (see :mod:`gpu_activity_worker.slots`).
+    """A worker serving the GPU queue with the in-process engines: ``gpu_concurrency`` frame slots on the GPU (each
+    ``matte_slot`` activity one turn for all its candidates, ``matting_max_batch`` of them at once), and up to
+    ``gpu_prefetch`` more slots taken ahead while it is full (see :mod:`gpu_activity_worker.slots`).
 
     Args:
         client: The Temporal client the worker polls with.
@@ -34,26 +35,27 @@ def build_gpu_worker(
     Returns:
         The worker and its activities (close them once the worker has stopped).
     """
-    # A batch can only fill from concurrent activities: a larger one would wait out its timeout every time.
-    context = settings.step_context(max_batch=settings.gpu_concurrency)
+    # A slot runs max_batch candidates side by side, so one slot alone can fill a batch.
+    context = settings.step_context()
     matting = MattingActivities(
         store,
         Pipelines(builtin_steps() if steps is None else steps, context),
         capacity=settings.gpu_concurrency,
         prefetch=settings.gpu_prefetch_frames(),
+        batch=context.max_batch,
     )
     unused = FixedSizeSlotSupplier(1)  # this worker runs no workflows, local activities or Nexus tasks
     worker = Worker(
         client,
         task_queue=GPU_TASK_QUEUE,
-        activities=[matting.describe_pipeline, matting.matte_frame],
+        activities=[matting.describe_pipeline, matting.matte_slot],
         tuner=WorkerTuner.create_composite(
             workflow_supplier=unused,
             activity_supplier=matting.slot_supplier,
             local_activity_supplier=unused,
             nexus_supplier=unused,
         ),
-        # One open poll per slot: a slot that frees up takes the next frame at once instead of waiting for a poller.
+        # One open poll per activity slot: one that frees up takes the next frame slot at once, not after a poller.
         activity_task_poller_behavior=PollerBehaviorSimpleMaximum(maximum=matting.slot_supplier.max_slots),
         graceful_shutdown_timeout=timedelta(seconds=60),
     )

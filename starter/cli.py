@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -25,16 +25,20 @@ from starter.download import download_packages, download_result
 from starter.runpod_cli import app as runpod_app
 from starter.watch import watch_until
 from workflows.contract import (
+    CustomAction,
     DeadlinePolicy,
     EmojiSetInput,
     ExportTarget,
     PackageOutput,
     Phase,
     PickCandidateInput,
+    RegenerateActionInput,
     RegenerateFrameInput,
+    RegenerateStartFrameInput,
     ReviewPolicy,
+    StagePolicy,
 )
-from workflows.presets import DEFAULT_POSES, PRESETS
+from workflows.presets import DEFAULT_ACTIONS, PRESETS
 
 app = typer.Typer(help="popcon emoji pipeline: start and steer emoji sets on Temporal.", no_args_is_help=True)
 dev_app = typer.Typer(help="The embedded local stack (Temporal dev server + both workers).", no_args_is_help=True)
@@ -58,15 +62,17 @@ def _run(coroutine: Coroutine[Any, Any, T]) -> T:
 
 
 async def _client() -> EmojiSetClient:
-    return await EmojiSetClient.connect(TemporalSettings())
+    return await EmojiSetClient.connect(TemporalSettings(), ArtifactSettings())
 
 
 @app.command()
 def presets() -> None:
-    """List the built-in pose presets."""
-    table = Table("name", "motion", "frame ms", "prompt")
+    """List the built-in actions (24, as the original product's catalogue)."""
+    table = Table("name", "motion", "frame ms", "pose prompt (start frame)", "motion prompt (clip)")
     for preset in PRESETS.values():
-        table.add_row(preset.name, preset.motion.value, str(preset.frame_duration_ms), preset.prompt)
+        table.add_row(
+            preset.name, preset.motion.value, str(preset.frame_duration_ms), preset.pose_prompt, preset.motion_prompt
+        )
     console.print(table)
 
 
@@ -75,24 +81,45 @@ def _default(field: str) -> Any:
     return EmojiSetInput.model_fields[field].get_default(call_default_factory=True)
 
 
+def _custom_action(text: str) -> CustomAction:
+    """``name|pose prompt|motion prompt`` as a custom action."""
+    parts = [part.strip() for part in text.split("|")]
+    if len(parts) != 3:
+        raise typer.BadParameter(f"a custom action is 'name|pose prompt|motion prompt', got {text!r}")
+    return CustomAction(name=parts[0], pose_prompt=parts[1], motion_prompt=parts[2])
+
+
 _REVIEW = ReviewPolicy()
 
 
 @app.command()
 def start(
-    prompt: Annotated[str, typer.Option("--prompt", "-p", help="The character, e.g. 'a round orange cat'.")],
-    pose: Annotated[
+    prompt: Annotated[
+        str | None, typer.Option("--prompt", "-p", help="The character, e.g. 'a round orange cat'.")
+    ] = None,
+    character: Annotated[
+        Path | None, typer.Option("--character", help="An uploaded character picture instead of a prompt.")
+    ] = None,
+    action: Annotated[
         list[str] | None,
-        typer.Option("--pose", help=f"A pose preset; repeat for several (default: {', '.join(DEFAULT_POSES)})."),
+        typer.Option("--action", "-a", help=f"A preset; repeat for several (default: {', '.join(DEFAULT_ACTIONS)})."),
+    ] = None,
+    custom: Annotated[
+        list[str] | None, typer.Option("--custom", help="A custom action: 'name|pose prompt|motion prompt'.")
     ] = None,
     frames: Annotated[int, typer.Option(help="Frames per emoji.")] = _default("frames_per_emoji"),
-    candidates: Annotated[int, typer.Option(help="Candidates per frame.")] = _default("candidates_per_frame"),
+    takes: Annotated[int, typer.Option(help="Clips (takes) per action.")] = _default("takes_per_action"),
+    seconds: Annotated[float, typer.Option(help="Clip length asked of the video model.")] = _default("clip_seconds"),
+    fps: Annotated[int, typer.Option(help="Clip frame rate asked of the video model.")] = _default("clip_fps"),
     style: Annotated[str, typer.Option()] = _default("style"),
     pipeline: Annotated[str, typer.Option(help="Matting pipeline.")] = _default("matting_pipeline"),
     generator: Annotated[str, typer.Option()] = _default("generator"),
     seed: Annotated[int, typer.Option()] = _default("seed"),
     owner: Annotated[str, typer.Option()] = _default("owner"),
-    deadline_hours: Annotated[float, typer.Option(help="Review deadline in hours.")] = (
+    review_character: Annotated[StagePolicy, typer.Option(help="Character review.")] = _REVIEW.character,
+    review_start_frames: Annotated[StagePolicy, typer.Option(help="Start frame review.")] = _REVIEW.start_frames,
+    review_final: Annotated[StagePolicy, typer.Option(help="Final review.")] = _REVIEW.final,
+    deadline_hours: Annotated[float, typer.Option(help="Deadline of each wait for a person, in hours.")] = (
         _REVIEW.deadline.total_seconds() / 3600
     ),
     on_deadline: Annotated[DeadlinePolicy, typer.Option()] = _REVIEW.on_deadline,
@@ -105,25 +132,36 @@ def start(
         ),
     ] = None,
     set_id: Annotated[str | None, typer.Option(help="Choose the set id (idempotent start).")] = None,
-    watch: Annotated[bool, typer.Option(help="Show a progress bar until the set awaits review.")] = False,
+    watch: Annotated[bool, typer.Option(help="Show progress until the set waits for a person or ends.")] = False,
 ) -> None:
-    """Start an emoji set."""
-    request = EmojiSetInput(
-        character_prompt=prompt,
-        style=style,
-        poses=list(pose or DEFAULT_POSES),
-        frames_per_emoji=frames,
-        candidates_per_frame=candidates,
-        matting_pipeline=pipeline,
-        generator=generator,
-        seed=seed,
-        owner=owner,
-        review=ReviewPolicy(deadline=timedelta(hours=deadline_hours), on_deadline=on_deadline),
-        export_targets=list(target or _default("export_targets")),
-    )
+    """Start an emoji set from a character prompt or an uploaded picture."""
 
     async def go() -> None:
         client = await _client()
+        image = client.upload(character.read_bytes()) if character is not None else None
+        request = EmojiSetInput(
+            character_prompt=prompt,
+            character_image=image,
+            style=style,
+            actions=list(action or ([] if custom and not action else DEFAULT_ACTIONS)),
+            custom_actions=[_custom_action(text) for text in custom or []],
+            frames_per_emoji=frames,
+            takes_per_action=takes,
+            clip_seconds=seconds,
+            clip_fps=fps,
+            matting_pipeline=pipeline,
+            generator=generator,
+            seed=seed,
+            owner=owner,
+            review=ReviewPolicy(
+                character=review_character,
+                start_frames=review_start_frames,
+                final=review_final,
+                deadline=timedelta(hours=deadline_hours),
+                on_deadline=on_deadline,
+            ),
+            export_targets=list(target or _default("export_targets")),
+        )
         started = await client.start(request, set_id=set_id)
         console.print(f"started [bold]{started}[/bold]\n{client.web_ui_url(started)}")
         if watch:
@@ -134,7 +172,7 @@ def start(
 
 @app.command()
 def state(set_id: SetId, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Show a set's state: phase, frames, candidates, picks."""
+    """Show a set's state: phase, each action's start frames and takes, frame slots, candidates, picks."""
 
     async def go() -> None:
         current = await (await _client()).state(set_id)
@@ -144,17 +182,27 @@ def state(set_id: SetId, as_json: Annotated[bool, typer.Option("--json")] = Fals
         console.print(
             f"[bold]{current.set_id}[/bold] {current.phase.value} "
             f"{current.frames_done()}/{current.frames_total()} frames ready"
+            + (f" · waiting for {', '.join(current.awaiting())}" if current.awaiting() else "")
         )
         if current.notice:
             console.print(f"[yellow]{current.notice}[/yellow]")
-        table = Table("emoji", "frame", "status", "pick", "candidates (index:score)", "error")
-        for emoji, frame in current.frames():
+        actions = Table("emoji", "stage", "start frames (pick)", "takes", "error")
+        for item in current.actions:
+            takes = " ".join(f"{t.index}:{t.status.value}" for t in item.takes)
+            starts = f"{len(item.start_frames)} ({item.start_frame_pick})" if item.start_frames else "-"
+            actions.add_row(item.name, item.stage.value, starts, takes, item.error or "")
+        console.print(actions)
+        table = Table("emoji", "frame", "status", "pick", "candidates (index:take/frame:score)", "error")
+        for item, frame in current.frames():
+            if not frame.candidates:
+                continue
             scores = " ".join(
-                f"{c.index}:{c.score:.2f}" if c.score is not None else f"{c.index}:{c.status.value}"
+                f"{c.index}:{'edit' if c.take is None else f'{c.take}/{c.source_frame}'}:"
+                + (f"{c.score:.2f}" if c.score is not None else c.status.value)
                 for c in frame.candidates
             )
             pick = "-" if frame.pick is None else f"{frame.pick} ({frame.picked_by.value if frame.picked_by else ''})"
-            table.add_row(emoji.pose, str(frame.index), frame.status.value, pick, scores, frame.error or "")
+            table.add_row(item.name, str(frame.index), frame.status.value, pick, scores, frame.error or "")
         console.print(table)
 
     _run(go())
@@ -162,7 +210,7 @@ def state(set_id: SetId, as_json: Annotated[bool, typer.Option("--json")] = Fals
 
 @app.command()
 def watch(set_id: SetId) -> None:
-    """Show a live progress bar until the set awaits review or ends."""
+    """Show live progress until the set waits for a person or ends."""
 
     async def go() -> None:
         client = await _client()
@@ -171,43 +219,115 @@ def watch(set_id: SetId) -> None:
     _run(go())
 
 
-@app.command()
-def pick(set_id: SetId, emoji: str, frame: int, candidate: int) -> None:
-    """Use a candidate of a frame by hand."""
+@app.command("pick-character")
+def pick_character(set_id: SetId, candidate: int) -> None:
+    """Use another character candidate (review policy character=human)."""
+    _run(_report(lambda c: c.pick_character(set_id, candidate), f"character candidate {candidate} picked"))
+
+
+@app.command("approve-character")
+def approve_character(set_id: SetId, reviewer: Annotated[str, typer.Option()] = "") -> None:
+    """Make start frames from the picked character."""
+    _run(_report(lambda c: c.approve_character(set_id, reviewer=reviewer), "character approved"))
+
+
+@app.command("pick-start-frame")
+def pick_start_frame(set_id: SetId, action: str, candidate: int) -> None:
+    """Choose an action's start frame (then approve it)."""
+    _run(_report(lambda c: c.pick_start_frame(set_id, action, candidate), f"{action}: start frame {candidate} picked"))
+
+
+@app.command("approve-start-frames")
+def approve_start_frames(
+    set_id: SetId,
+    action: Annotated[list[str] | None, typer.Argument(help="Actions to approve; none: every one awaiting.")] = None,
+    reviewer: Annotated[str, typer.Option()] = "",
+) -> None:
+    """Approve start frames: each approved action starts animating."""
 
     async def go() -> None:
-        result = await (await _client()).pick(
-            PickCandidateInput(emoji=emoji, frame=frame, candidate=candidate), set_id=set_id
-        )
-        console.print(f"{emoji} frame {result.index}: candidate {result.pick} picked")
+        approved = await (await _client()).approve_start_frames(set_id, action, reviewer=reviewer)
+        console.print(f"approved, animating: {', '.join(approved)}")
 
     _run(go())
 
 
+@app.command("regenerate-start-frame")
+def regenerate_start_frame(
+    set_id: SetId,
+    action: str,
+    prompt: Annotated[str, typer.Option("--prompt", "-p", help="The custom pose prompt.")],
+) -> None:
+    """New start frame candidates for an action from a custom pose prompt."""
+    request = RegenerateStartFrameInput(action=action, prompt=prompt)
+    _run(
+        _report(
+            lambda c: c.regenerate_start_frame(request, set_id=set_id),
+            f"{action}: new start frames made",
+        )
+    )
+
+
 @app.command()
-def regenerate(
+def pick(set_id: SetId, emoji: str, frame: int, candidate: int) -> None:
+    """Use a candidate of a frame slot by hand."""
+    request = PickCandidateInput(emoji=emoji, frame=frame, candidate=candidate)
+    _run(_report(lambda c: c.pick(request, set_id=set_id), f"{emoji} frame {frame}: candidate {candidate} picked"))
+
+
+@app.command("pick-take")
+def pick_take(set_id: SetId, emoji: str, take: int) -> None:
+    """Use one take for a whole emoji."""
+    _run(_report(lambda c: c.pick_take(set_id, emoji, take), f"{emoji}: take {take} picked"))
+
+
+@app.command("regenerate-action")
+def regenerate_action(
     set_id: SetId,
     emoji: str,
-    prompt: Annotated[str, typer.Option("--prompt", "-p", help="The custom prompt for the new candidates.")],
-    frame: Annotated[int | None, typer.Option(help="One frame; omit to regenerate the whole emoji.")] = None,
-    candidates: Annotated[int | None, typer.Option(help="How many new candidates per frame.")] = None,
+    motion: Annotated[str, typer.Option("--motion", "-m", help="The custom motion prompt for the new take.")],
+    watch: Annotated[bool, typer.Option(help="Show progress until the set waits for a person or ends.")] = False,
+) -> None:
+    """A new take of an emoji's clip from a custom motion prompt."""
+
+    async def go() -> None:
+        client = await _client()
+        take = await client.regenerate_action(RegenerateActionInput(emoji=emoji, motion_prompt=motion), set_id=set_id)
+        console.print(f"{emoji}: take {take.index} animating; follow it with `popcon state` or `popcon watch`")
+        if watch:
+            await watch_until(client, set_id, console)
+
+    _run(go())
+
+
+@app.command("regenerate-frame")
+def regenerate_frame(
+    set_id: SetId,
+    emoji: str,
+    frame: int,
+    prompt: Annotated[str, typer.Option("--prompt", "-p", help="The custom prompt of the frame edit.")],
+    candidates: Annotated[int | None, typer.Option(help="How many new candidates.")] = None,
     wait: Annotated[bool, typer.Option(help="Wait until the new candidates are matted.")] = True,
 ) -> None:
-    """Regenerate a frame (or a whole emoji) from a custom prompt."""
+    """New candidates for a frame slot: an image edit of its frame with a custom prompt."""
 
     async def go() -> None:
         request = RegenerateFrameInput(emoji=emoji, frame=frame, prompt=prompt, candidates=candidates)
-        result = await (await _client()).regenerate(request, set_id=set_id, wait=wait)
-        if result is None:
-            console.print("regeneration accepted; follow it with `popcon state`")
+        slot = await (await _client()).regenerate_frame(request, set_id=set_id, wait=wait)
+        if slot is None:
+            console.print("frame edit accepted; follow it with `popcon state`")
             return
-        for state in result.frames:
-            console.print(
-                f"{emoji} frame {state.index}: {state.status.value}, pick {state.pick}, "
-                f"{len(state.candidates)} candidates" + (f", {state.error}" if state.error else "")
-            )
+        console.print(
+            f"{emoji} frame {slot.index}: {slot.status.value}, pick {slot.pick}, {len(slot.candidates)} candidates"
+            + (f", {slot.error}" if slot.error else "")
+        )
 
     _run(go())
+
+
+async def _report(call: Callable[[EmojiSetClient], Awaitable[object]], done: str) -> None:
+    await call(await _client())
+    console.print(done)
 
 
 @app.command()
@@ -281,18 +401,22 @@ def export(
 def list_sets(
     phase: Annotated[Phase | None, typer.Option(help="Only sets in this phase, e.g. awaiting_review.")] = None,
     owner: Annotated[str | None, typer.Option()] = None,
+    awaiting: Annotated[
+        str | None, typer.Option(help="Only sets waiting for this, e.g. start_frame_review, custom_prompt.")
+    ] = None,
     limit: Annotated[int, typer.Option()] = 50,
 ) -> None:
     """List sets, newest first."""
 
     async def go() -> None:
-        sets = await (await _client()).list_sets(phase=phase, owner=owner, limit=limit)
-        table = Table("set id", "status", "phase", "frames", "owner", "started")
+        sets = await (await _client()).list_sets(phase=phase, owner=owner, awaiting=awaiting, limit=limit)
+        table = Table("set id", "status", "phase", "waiting for", "frames", "owner", "started")
         for item in sets:
             table.add_row(
                 item.set_id,
                 item.status,
                 item.phase or "",
+                ", ".join(item.awaiting),
                 f"{item.frames_done}/{item.frames_total}" if item.frames_total else "",
                 item.owner or "",
                 item.started_at.isoformat(timespec="seconds") if item.started_at else "",
@@ -306,12 +430,21 @@ def list_sets(
 def demo(
     out: Annotated[Path, typer.Option(help="Where the exported files go.")] = Path("out/demo"),
     prompt: Annotated[str, typer.Option()] = demo_module.DEMO_PROMPT,
+    character: Annotated[
+        Path | None, typer.Option(help="Make the set from this picture instead of the prompt.")
+    ] = None,
     frames: Annotated[int, typer.Option()] = 12,
 ) -> None:
     """Run a demo set end to end on the local stack (starting it if needed) and write its files to OUT."""
     _run(
         demo_module.run_demo(
-            DevStackSettings(), ArtifactSettings(), out=out, prompt=prompt, frames=frames, console=console
+            DevStackSettings(),
+            ArtifactSettings(),
+            out=out,
+            prompt=prompt,
+            character=character,
+            frames=frames,
+            console=console,
         )
     )
 

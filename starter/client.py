@@ -2,7 +2,9 @@
 
 Example:
     client = await EmojiSetClient.connect()
-    set_id = await client.start(EmojiSetInput(character_prompt="a round orange cat", poses=["wave", "laugh"]))
+    set_id = await client.start(EmojiSetInput(character_prompt="a round orange cat", actions=["wave", "laugh"]))
+    # or: EmojiSetInput(character_image=client.upload(Path("cat.png").read_bytes()), ...)
+    await client.approve_start_frames(set_id)  # once the start frames await review
     state = await client.state(set_id)
     await client.pick(PickCandidateInput(emoji="wave", frame=3, candidate=1), set_id=set_id)
     await client.approve(set_id, reviewer="ana")
@@ -11,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import re
 import uuid
 from collections.abc import Awaitable
@@ -19,6 +22,7 @@ from datetime import datetime
 from typing import TypeVar
 from urllib.parse import quote
 
+from activities.uploads import UploadError, check_upload
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -30,13 +34,19 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.exceptions import FailureError
 from temporalio.service import RPCError, RPCStatusCode
 
+from core.artifacts import ArtifactStore, open_store
 from core.connection import connect
-from core.settings import TemporalSettings
+from core.settings import ArtifactSettings, TemporalSettings
+from workflows import keys
 from workflows import search_attributes as sa
 from workflows.contract import (
     ORCHESTRATION_TASK_QUEUE,
     WORKFLOW_TYPE,
+    ActionState,
+    ApproveCharacterInput,
     ApproveInput,
+    ApproveStartFramesInput,
+    ArtifactRef,
     CancelInput,
     EmojiFramesRef,
     EmojiSetInput,
@@ -46,14 +56,19 @@ from workflows.contract import (
     ExportSetResult,
     ExportTarget,
     FrameState,
+    ImageCandidate,
     Phase,
     PickCandidateInput,
+    PickCharacterInput,
+    PickStartFrameInput,
+    PickTakeInput,
+    RegenerateActionInput,
     RegenerateFrameInput,
-    RegenerateFrameResult,
+    RegenerateStartFrameInput,
+    TakeState,
 )
 from workflows.emoji_set import EmojiSetWorkflow
 from workflows.export_set import ExportSetWorkflow
-from workflows.presets import PRESETS
 
 T = TypeVar("T")
 
@@ -75,7 +90,11 @@ class SetClosed(MessageRejected):
 
 
 class ApprovalRefused(EmojiSetError):
-    """Approval was refused because some frames have no usable candidate yet."""
+    """Approval was refused because some emoji or frames are not usable yet."""
+
+
+class UploadRefused(EmojiSetError):
+    """The uploaded character picture cannot be used; nothing was stored or started."""
 
 
 @dataclass(frozen=True)
@@ -88,20 +107,43 @@ class SetSummary:
     frames_done: int | None
     frames_total: int | None
     owner: str | None
+    awaiting: list[str]
     started_at: datetime | None
 
 
 class EmojiSetClient:
     """Start, steer and read emoji sets. Thin and typed over a Temporal client."""
 
-    def __init__(self, client: Client, *, ui_url: str = "http://localhost:8233") -> None:
+    def __init__(
+        self, client: Client, *, store: ArtifactStore | None = None, ui_url: str = "http://localhost:8233"
+    ) -> None:
         self.temporal = client
+        self._store = store
         self._ui_url = ui_url.rstrip("/")
 
     @classmethod
-    async def connect(cls, settings: TemporalSettings | None = None) -> EmojiSetClient:
+    async def connect(
+        cls, settings: TemporalSettings | None = None, artifacts: ArtifactSettings | None = None
+    ) -> EmojiSetClient:
+        """Connect to Temporal, and open the artifact store uploads go to (the workers' store)."""
         settings = settings or TemporalSettings()
-        return cls(await connect(settings), ui_url=settings.temporal_ui_url)
+        store = open_store(artifacts or ArtifactSettings())
+        return cls(await connect(settings), store=store, ui_url=settings.temporal_ui_url)
+
+    def upload(self, data: bytes) -> ArtifactRef:
+        """Check an uploaded character picture and store it; pass the reference as ``character_image``.
+
+        Raises:
+            UploadRefused: Not a picture, truncated, empty, too large or a decompression bomb (the message says which).
+        """
+        if self._store is None:
+            raise EmojiSetError("this client has no artifact store: construct it with store= to upload pictures")
+        try:
+            info = check_upload(data)
+        except UploadError as err:
+            raise UploadRefused(f"the character picture cannot be used: {err}") from err
+        key = keys.upload_key(hashlib.sha256(data).hexdigest())
+        return self._store.put(key, data, info.media_type, width=info.width, height=info.height)
 
     def web_ui_url(self, set_id: str) -> str:
         """The set's page in the Temporal Web UI."""
@@ -109,7 +151,7 @@ class EmojiSetClient:
 
     async def start(self, request: EmojiSetInput, *, set_id: str | None = None) -> str:
         """Start a set and return its id. Starting again with the same ``set_id`` returns the running set."""
-        set_id = set_id or new_set_id(request.character_prompt)
+        set_id = set_id or new_set_id(request.character_prompt or "uploaded character")
         await self.temporal.start_workflow(
             EmojiSetWorkflow.run,
             request,
@@ -118,13 +160,14 @@ class EmojiSetClient:
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             search_attributes=TypedSearchAttributes(
                 [
-                    SearchAttributePair(sa.PHASE, Phase.GENERATING.value),
+                    SearchAttributePair(sa.PHASE, Phase.CHARACTER.value),
                     SearchAttributePair(sa.FRAMES_DONE, 0),
-                    SearchAttributePair(sa.FRAMES_TOTAL, len(request.poses) * request.frames_per_emoji),
+                    SearchAttributePair(sa.FRAMES_TOTAL, len(request.action_names()) * request.frames_per_emoji),
                     SearchAttributePair(sa.OWNER, request.owner),
+                    SearchAttributePair(sa.AWAITING, []),
                 ]
             ),
-            static_summary=f"Emoji set: {request.character_prompt[:120]}",
+            static_summary=f"Emoji set: {_title(request)[:120]}",
             static_details=_static_details(request),
         )
         return set_id
@@ -133,24 +176,55 @@ class EmojiSetClient:
         """The live state: phase, frames, candidates with references and scores, picks."""
         return await self._call(self._handle(set_id).query(EmojiSetWorkflow.get_state))
 
+    async def pick_character(self, set_id: str, candidate: int) -> ImageCandidate:
+        """Use another character candidate (review policy ``character=human``)."""
+        return await self._update_call(
+            set_id, "pick_character", PickCharacterInput(candidate=candidate), ImageCandidate
+        )
+
+    async def approve_character(self, set_id: str, *, reviewer: str = "") -> None:
+        """Go on with the picked character: start frames are made from it."""
+        await self._update_call(set_id, "approve_character", ApproveCharacterInput(reviewer=reviewer), type(None))
+
+    async def pick_start_frame(self, set_id: str, action: str, candidate: int) -> ActionState:
+        """Choose an action's start frame among its candidates (then approve it)."""
+        request = PickStartFrameInput(action=action, candidate=candidate)
+        return await self._update_call(set_id, "pick_start_frame", request, ActionState)
+
+    async def approve_start_frames(
+        self, set_id: str, actions: list[str] | None = None, *, reviewer: str = ""
+    ) -> list[str]:
+        """Approve start frames (``None``: every one awaiting review); each approved action starts animating."""
+        request = ApproveStartFramesInput(actions=actions or [], reviewer=reviewer)
+        return await self._update_call(set_id, "approve_start_frames", request, list[str])
+
+    async def regenerate_start_frame(self, request: RegenerateStartFrameInput, *, set_id: str) -> ActionState:
+        """New start frame candidates from a custom pose prompt; returns once they are made."""
+        return await self._update_call(set_id, "regenerate_start_frame", request, ActionState)
+
     async def pick(self, pick: PickCandidateInput, *, set_id: str) -> FrameState:
-        """Use a candidate of a frame by hand."""
-        handle = self._handle(set_id)
-        return await self._update(handle.execute_update("pick_candidate", pick, result_type=FrameState))
+        """Use a candidate of a frame slot by hand."""
+        return await self._update_call(set_id, "pick_candidate", pick, FrameState)
 
-    async def regenerate(
+    async def pick_take(self, set_id: str, emoji: str, take: int) -> ActionState:
+        """Use one take for a whole emoji."""
+        return await self._update_call(set_id, "pick_take", PickTakeInput(emoji=emoji, take=take), ActionState)
+
+    async def regenerate_action(self, request: RegenerateActionInput, *, set_id: str) -> TakeState:
+        """A new take from a custom motion prompt; returns the accepted take at once (follow it in :meth:`state`)."""
+        return await self._update_call(set_id, "regenerate_action", request, TakeState)
+
+    async def regenerate_frame(
         self, request: RegenerateFrameInput, *, set_id: str, wait: bool = True
-    ) -> RegenerateFrameResult | None:
-        """Regenerate a frame (or a whole emoji) from a custom prompt.
+    ) -> FrameState | None:
+        """New candidates for a frame slot: an image edit with a custom prompt.
 
-        With ``wait`` the call returns once the new candidates are generated and matted; otherwise once the workflow
-        has accepted the request (``None``), and :meth:`state` shows the progress.
+        With ``wait`` the call returns once the new candidates are made and matted; otherwise once the workflow has
+        accepted the request (``None``), and :meth:`state` shows the progress.
         """
-        handle = self._handle(set_id)
         if wait:
-            return await self._update(
-                handle.execute_update("regenerate_frame", request, result_type=RegenerateFrameResult)
-            )
+            return await self._update_call(set_id, "regenerate_frame", request, FrameState)
+        handle = self._handle(set_id)
         await self._update(
             handle.start_update(EmojiSetWorkflow.regenerate_frame, request, wait_for_stage=WorkflowUpdateStage.ACCEPTED)
         )
@@ -163,9 +237,9 @@ class EmojiSetClient:
             ApprovalRefused: a frame has no usable candidate (the workflow would refuse it too).
         """
         state = await self.state(set_id)
-        unusable = state.unusable_frames()
+        unusable = state.unusable()
         if state.phase is Phase.AWAITING_REVIEW and unusable:
-            raise ApprovalRefused(f"no usable candidate yet for {', '.join(unusable)}; regenerate them first")
+            raise ApprovalRefused(f"not usable yet: {', '.join(unusable)}; regenerate them with a custom prompt first")
         await self._call(self._handle(set_id).signal(EmojiSetWorkflow.approve, ApproveInput(reviewer=reviewer)))
 
     async def cancel(self, set_id: str, *, reason: str = "") -> None:
@@ -186,11 +260,11 @@ class EmojiSetClient:
         if state.phase is not Phase.COMPLETED:
             raise EmojiSetError(f"{set_id} is {state.phase.value}: only a completed set's approved picks are exported")
         emojis = []
-        for emoji in state.emojis:
-            picks = [frame.picked() for frame in emoji.frames]
+        for action in state.actions:
+            picks = [frame.picked() for frame in action.frames]
             frames = [pick.matte for pick in picks if pick is not None and pick.matte is not None]
             emojis.append(
-                EmojiFramesRef(pose=emoji.pose, frames=frames, frame_duration_ms=PRESETS[emoji.pose].frame_duration_ms)
+                EmojiFramesRef(pose=action.name, frames=frames, frame_duration_ms=action.action.frame_duration_ms)
             )
         request = ExportSetInput(set_id=set_id, targets=targets, emojis=emojis)
         return await self._call(
@@ -208,12 +282,15 @@ class EmojiSetClient:
         return description.status
 
     async def list_sets(
-        self, *, phase: Phase | None = None, owner: str | None = None, limit: int = 50
+        self, *, phase: Phase | None = None, owner: str | None = None, awaiting: str | None = None, limit: int = 50
     ) -> list[SetSummary]:
-        """Sets newest first, filtered by phase and / or owner through the search attributes."""
+        """Sets newest first, filtered by phase, owner and / or what they wait for (e.g. ``start_frame_review``)
+        through the search attributes."""
         query = f'WorkflowType = "{WORKFLOW_TYPE}"'
         if phase is not None:
             query += f' AND {sa.PHASE.name} = "{phase.value}"'
+        if awaiting is not None:
+            query += f' AND {sa.AWAITING.name} = "{_quote(awaiting)}"'
         if owner is not None:
             query += f' AND {sa.OWNER.name} = "{_quote(owner)}"'
         summaries = []
@@ -227,6 +304,7 @@ class EmojiSetClient:
                     frames_done=attributes.get(sa.FRAMES_DONE),
                     frames_total=attributes.get(sa.FRAMES_TOTAL),
                     owner=attributes.get(sa.OWNER),
+                    awaiting=list(attributes.get(sa.AWAITING) or []),
                     started_at=execution.start_time,
                 )
             )
@@ -247,6 +325,10 @@ class EmojiSetClient:
                 raise SetNotFound(f"no emoji set found: {err.message}") from err
             raise
 
+    async def _update_call(self, set_id: str, name: str, request: object, result_type: type[T]) -> T:
+        handle = self._handle(set_id)
+        return await self._update(handle.execute_update(name, request, result_type=result_type))
+
     async def _update(self, call: Awaitable[T]) -> T:
         try:
             return await self._call(call)
@@ -266,16 +348,25 @@ def _quote(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
+def _title(request: EmojiSetInput) -> str:
+    return request.character_prompt or "uploaded character"
+
+
 def _static_details(request: EmojiSetInput) -> str:
+    review = request.review
+    character = (
+        request.character_prompt or f"uploaded picture ({request.character_image and request.character_image.uri})"
+    )
     return "\n".join(
         [
-            f"**Character:** {request.character_prompt}",
+            f"**Character:** {character}",
             f"**Style:** {request.style}",
-            f"**Poses:** {', '.join(request.poses)}",
-            f"**Frames per emoji:** {request.frames_per_emoji} · **candidates per frame:** "
-            f"{request.candidates_per_frame}",
+            f"**Actions:** {', '.join(request.action_names())}",
+            f"**Per emoji:** {request.frames_per_emoji} frames from {request.takes_per_action} take(s) of "
+            f"{request.clip_seconds:g} s at {request.clip_fps} fps, ±{request.neighbours} neighbours per frame",
             f"**Generator:** {request.generator} · **matting:** {request.matting_pipeline}",
-            f"**Review:** {request.review.deadline} then {request.review.on_deadline.value.replace('_', '-')}",
+            f"**Review:** character {review.character.value}, start frames {review.start_frames.value}, "
+            f"final {review.final.value}; {review.deadline} per wait, then {review.on_deadline.value}",
             f"**Owner:** {request.owner or '-'}",
         ]
     )

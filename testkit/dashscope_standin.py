@@ -1,16 +1,31 @@
-"""A local stand-in for DashScope's asynchronous text-to-image API, for tests.
+"""A local stand-in for DashScope's asynchronous Wan APIs, for tests: text-to-image, image edit, image-to-video.
 
-A real HTTP server on 127.0.0.1 (ephemeral port) that answers like the documented service:
-``POST /api/v1/services/aigc/text2image/image-synthesis`` (Bearer key, ``X-DashScope-Async: enable``, JSON body
-``{"model", "input": {"prompt", "negative_prompt"?}, "parameters": {"size": "W*H", "n": 1-4, "seed", ...}}``) creates
-a task; ``GET /api/v1/tasks/{task_id}`` reports it PENDING, then RUNNING, then SUCCEEDED with one URL per image (or a
-per-image ``{"code", "message"}``), unknown ids as UNKNOWN; the URLs serve PNGs drawn at the requested size, on the same
-server and without authentication, like the service's signed storage URLs. Errors are ``{"code", "message",
-"request_id"}`` with the HTTP status. Every request is recorded; failures can be scripted.
+Real HTTP servers on 127.0.0.1 (ephemeral ports) that answer like the documented service (docs/dashscope.md):
+
+- ``POST /api/v1/services/aigc/text2image/image-synthesis``, ``.../image2image/image-synthesis`` and
+  ``.../video-generation/video-synthesis`` (Bearer key, ``X-DashScope-Async: enable``, a JSON body of ``model``,
+  ``input``, ``parameters``, checked as the docs describe: sizes, ``n``, seeds, input images as base64 data URIs of at
+  most 10 MB without transparency and with sides in range, each video model's durations and resolutions) create a
+  task;
+- ``GET /api/v1/tasks/{task_id}`` reports it PENDING, then RUNNING, then SUCCEEDED with ``output.results[].url`` (one
+  PNG per image, drawn at the requested size) or ``output.video_url`` (a small real H.264 MP4 of a coloured disc on
+  white); unknown ids answer UNKNOWN;
+- the result URLs point at a second server (another origin, like the service's OSS storage), served without
+  authentication; an expired one answers like OSS: 403 ``AccessDenied`` "Request has expired." with EC
+  ``0002-00000069``.
+
+Errors are ``{"code", "message", "request_id"}`` with the HTTP status. Every request is recorded (so tests count the
+submissions). Failures are scripted: :meth:`FakeDashScope.script_error` (e.g. refused or throttled submits, with
+headers such as ``Retry-After``), :meth:`FakeDashScope.script_not_json` (an HTML error page), and per task
+:meth:`FakeDashScope.script_task` with a :class:`TaskScript` (ends FAILED, never finishes, results expired, downloads
+cut short: the full ``Content-Length`` is announced and half the body sent).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import functools
 import io
 import json
 import re
@@ -18,31 +33,85 @@ import threading
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
+from fractions import Fraction
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Literal, Self
 
+import av
 from PIL import Image, ImageDraw
 
 API_PREFIX = "/api/v1"
-SUBMIT_PATH = f"{API_PREFIX}/services/aigc/text2image/image-synthesis"
+TEXT_TO_IMAGE_PATH = f"{API_PREFIX}/services/aigc/text2image/image-synthesis"
+IMAGE_EDIT_PATH = f"{API_PREFIX}/services/aigc/image2image/image-synthesis"
+IMAGE_TO_VIDEO_PATH = f"{API_PREFIX}/services/aigc/video-generation/video-synthesis"
 TASKS_PREFIX = f"{API_PREFIX}/tasks/"
-IMAGES_PREFIX = "/results/"
+RESULTS_PREFIX = "/results/"
 BACKGROUND = (255, 255, 255)
 SIZE_PATTERN = re.compile(r"^(\d+)\*(\d+)$")
+DATA_URI = re.compile(r"^data:(image/(?:png|jpeg|jpg|bmp|webp));base64,(.+)$", re.DOTALL)
+MAX_INPUT_BYTES = 10_000_000
+CLIP_EDGE, CLIP_FRAMES, CLIP_FPS = 96, 12, 12
 
+Kind = Literal["text2image", "image2image", "video"]
 Endpoint = Literal["submit", "task"]
-Answer = tuple[int, dict[str, str], bytes]
+SUBMIT_PATHS: dict[str, Kind] = {
+    TEXT_TO_IMAGE_PATH: "text2image",
+    IMAGE_EDIT_PATH: "image2image",
+    IMAGE_TO_VIDEO_PATH: "video",
+}
+VIDEO_MODELS: dict[str, tuple[frozenset[int], frozenset[str]]] = {
+    "wan2.6-i2v-flash": (frozenset(range(2, 16)), frozenset({"720P", "1080P"})),
+    "wan2.6-i2v": (frozenset({5, 10, 15}), frozenset({"720P", "1080P"})),
+    "wan2.5-i2v-preview": (frozenset({5, 10}), frozenset({"480P", "720P", "1080P"})),
+    "wan2.2-i2v-flash": (frozenset({5}), frozenset({"480P", "720P", "1080P"})),
+    "wan2.2-i2v-plus": (frozenset({5}), frozenset({"480P", "1080P"})),
+    "wanx2.1-i2v-plus": (frozenset({5}), frozenset({"720P"})),
+    "wanx2.1-i2v-turbo": (frozenset({3, 4, 5}), frozenset({"480P", "720P"})),
+}
+"""Durations and resolution tiers of the documented image-to-video models."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One HTTP answer; ``content_length`` overrides the announced length (a body cut short)."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    content_length: int | None = None
 
 
 def seed_colour(seed: int) -> tuple[int, int, int]:
-    """The fill colour of the disc drawn for the image generated with ``seed`` (so tests can tell images apart)."""
+    """The fill colour of the disc drawn for the image or clip generated with ``seed`` (tests tell them apart)."""
     return (seed * 67 + 40) % 200, (seed * 131 + 90) % 200, (seed * 29 + 150) % 200
+
+
+@functools.lru_cache(maxsize=32)
+def clip_mp4(seed: int) -> bytes:
+    """The MP4 served for a clip task of ``seed``: a disc of :func:`seed_colour` crossing a white square."""
+    out = io.BytesIO()
+    with av.open(out, mode="w", format="mp4") as container:
+        stream = container.add_stream("libx264", rate=CLIP_FPS)
+        stream.width = stream.height = CLIP_EDGE
+        stream.pix_fmt = "yuv420p"
+        stream.time_base = Fraction(1, CLIP_FPS)
+        for index in range(CLIP_FRAMES):
+            image = Image.new("RGB", (CLIP_EDGE, CLIP_EDGE), BACKGROUND)
+            x = CLIP_EDGE * (0.15 + 0.4 * index / CLIP_FRAMES)
+            ImageDraw.Draw(image).ellipse(
+                (x, CLIP_EDGE * 0.3, x + CLIP_EDGE * 0.4, CLIP_EDGE * 0.7), fill=seed_colour(seed)
+            )
+            frame = av.VideoFrame.from_image(image)
+            frame.pts = index
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+    return out.getvalue()
 
 
 @dataclass(frozen=True)
 class RecordedRequest:
-    """One request the server received; header names are lower-case, ``body`` is the parsed JSON or ``None``."""
+    """One request a server received; header names are lower-case, ``body`` is the parsed JSON or ``None``."""
 
     method: str
     path: str
@@ -51,79 +120,90 @@ class RecordedRequest:
 
 
 @dataclass(frozen=True)
-class ScriptedError:
-    """An error answer to give instead of the normal one."""
+class TaskScript:
+    """How one task misbehaves; :meth:`FakeDashScope.script_task` queues it for the next task submitted.
 
-    status: int
-    code: str
-    message: str
-    headers: dict[str, str] = field(default_factory=dict)
+    Attributes:
+        failed: The task ends FAILED with this ``(code, message)``.
+        never_finish: The task stays RUNNING.
+        expired: Its result URLs answer like an expired OSS signature (403, ``0002-00000069``).
+        cut_short: This many downloads of its results send half the body under the full ``Content-Length``.
+        image_failures: Image index within the task -> the ``(code, message)`` given instead of its URL.
+    """
+
+    failed: tuple[str, str] | None = None
+    never_finish: bool = False
+    expired: bool = False
+    cut_short: int = 0
+    image_failures: dict[int, tuple[str, str]] = field(default_factory=dict)
 
 
 @dataclass
 class FakeTask:
-    """A submitted task and how often it was polled."""
+    """A submitted task, what it makes, and how often it was polled and downloaded."""
 
     task_id: str
+    kind: Kind
+    model: str
     prompt: str
     width: int
     height: int
     n: int
     seed: int
+    script: TaskScript
     polls: int = 0
+    downloads: int = 0
+    cut_short_left: int = 0
 
 
 class FakeDashScope:
-    """The stand-in server. Use as a context manager; ``base_url`` is what the generator needs.
+    """The stand-in. Use as a context manager; ``base_url`` is what the generator needs.
 
     Args:
         api_key: The only key accepted.
-        pending_polls: Polls answered PENDING before the task runs.
-        running_polls: Polls answered RUNNING before the task ends.
-
-    Scripting (set between requests): ``task_failure`` makes tasks end FAILED with that ``(code, message)``;
-    ``image_failures`` maps an image index within a task to the ``(code, message)`` given instead of its URL;
-    ``never_finish`` keeps tasks RUNNING; :meth:`script_error` queues error answers; :meth:`forget_tasks` expires
-    every task (they then answer UNKNOWN, as after 24 hours).
+        pending_polls: Polls answered PENDING before a task runs.
+        running_polls: Polls answered RUNNING before a task ends.
     """
 
     def __init__(self, *, api_key: str = "sk-fake-dashscope-key", pending_polls: int = 1, running_polls: int = 1):
         self.api_key = api_key
         self.pending_polls = pending_polls
         self.running_polls = running_polls
-        self.task_failure: tuple[str, str] | None = None
-        self.image_failures: dict[int, tuple[str, str]] = {}
-        self.never_finish = False
         self.requests: list[RecordedRequest] = []
         self.tasks: dict[str, FakeTask] = {}
-        self._errors: dict[Endpoint, deque[ScriptedError]] = {"submit": deque(), "task": deque()}
+        self._answers: dict[Endpoint, deque[Reply]] = {"submit": deque(), "task": deque()}
+        self._task_scripts: deque[TaskScript] = deque()
         self._lock = threading.Lock()
-        self._server = _Server(self)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-dashscope", daemon=True
-        )
-
-    @property
-    def origin(self) -> str:
-        """``http://127.0.0.1:<port>``, where the image URLs point."""
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        self._api = _Server(self)
+        self._results = _Server(self)
+        self._threads = [
+            threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, name=name, daemon=True)
+            for server, name in ((self._api, "fake-dashscope"), (self._results, "fake-dashscope-results"))
+        ]
 
     @property
     def base_url(self) -> str:
         """The API root, as ``POPCON_DASHSCOPE_BASE_URL`` would give it."""
-        return self.origin + API_PREFIX
+        return _origin(self._api) + API_PREFIX
+
+    @property
+    def results_origin(self) -> str:
+        """``http://127.0.0.1:<port>`` of the result server (another origin than the API)."""
+        return _origin(self._results)
 
     def __enter__(self) -> Self:
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
+        for server in (self._api, self._results):
+            server.shutdown()
+            server.server_close()
+        for thread in self._threads:
+            thread.join()
 
     def script_error(
         self,
@@ -135,19 +215,34 @@ class FakeDashScope:
         times: int = 1,
         headers: dict[str, str] | None = None,
     ) -> None:
-        """Answer the next ``times`` requests to ``endpoint`` (task submit, or task poll) with this error."""
+        """Answer the next ``times`` requests to ``endpoint`` (a submit of any kind, or a task poll) with this error."""
         with self._lock:
-            self._errors[endpoint].extend([ScriptedError(status, code, message, headers or {})] * times)
+            self._answers[endpoint].extend([_error(status, code, message, headers)] * times)
+
+    def script_not_json(self, endpoint: Endpoint, *, status: int = 502, times: int = 1) -> None:
+        """Answer the next ``times`` requests to ``endpoint`` with an HTML page, as a gateway in front would."""
+        page = b"<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1></body></html>"
+        with self._lock:
+            self._answers[endpoint].extend([Reply(status, {"Content-Type": "text/html"}, page)] * times)
+
+    def script_task(self, script: TaskScript) -> None:
+        """Make the next submitted task misbehave as ``script`` says (scripts queue up, one per task)."""
+        with self._lock:
+            self._task_scripts.append(script)
 
     def forget_tasks(self) -> None:
-        """Expire every task, as the service does after 24 hours."""
+        """Expire every task, as the service does after 24 hours: their ids answer UNKNOWN, their URLs 404."""
         with self._lock:
             self.tasks.clear()
 
-    def submits(self) -> list[RecordedRequest]:
-        """The task submissions received, in order."""
+    def submits(self, kind: Kind | None = None) -> list[RecordedRequest]:
+        """The task submissions received (of one kind, or all), in order."""
         with self._lock:
-            return [r for r in self.requests if r.method == "POST" and r.path == SUBMIT_PATH]
+            return [
+                r
+                for r in self.requests
+                if r.method == "POST" and r.path in SUBMIT_PATHS and kind in (None, SUBMIT_PATHS[r.path])
+            ]
 
     def polls(self) -> list[RecordedRequest]:
         """The task polls received, in order."""
@@ -155,36 +250,35 @@ class FakeDashScope:
             return [r for r in self.requests if r.path.startswith(TASKS_PREFIX)]
 
     def downloads(self) -> list[RecordedRequest]:
-        """The image downloads received, in order."""
+        """The result downloads received, in order."""
         with self._lock:
-            return [r for r in self.requests if r.path.startswith(IMAGES_PREFIX)]
+            return [r for r in self.requests if r.path.startswith(RESULTS_PREFIX)]
 
-    def handle(self, method: str, target: str, headers: dict[str, str], raw_body: bytes) -> Answer:
-        """Answer one request (called by the HTTP handler thread)."""
+    def handle(self, server: _Server, method: str, target: str, headers: dict[str, str], raw_body: bytes) -> Reply:
+        """Answer one request (called by the HTTP handler threads)."""
         path = target.split("?", 1)[0]
         with self._lock:
             body = _parse_json(raw_body)
             self.requests.append(RecordedRequest(method, path, headers, body))
-            if method == "POST" and path == SUBMIT_PATH:
-                return self._submit(headers, body)
+            if server is self._results:
+                if method == "GET" and path.startswith(RESULTS_PREFIX):
+                    return self._result(path.removeprefix(RESULTS_PREFIX))
+                return Reply(404, {"Content-Type": "text/plain"}, b"NoSuchKey")
+            if method == "POST" and path in SUBMIT_PATHS:
+                return self._submit(SUBMIT_PATHS[path], headers, body)
             if method == "GET" and path.startswith(TASKS_PREFIX):
                 return self._poll(headers, path.removeprefix(TASKS_PREFIX))
-            if method == "GET" and path.startswith(IMAGES_PREFIX):
-                return self._image(path.removeprefix(IMAGES_PREFIX))
             return _error(404, "InvalidURL", "Invalid URL provided in your request.")
 
-    def _scripted(self, endpoint: Endpoint) -> Answer | None:
-        if not self._errors[endpoint]:
-            return None
-        scripted = self._errors[endpoint].popleft()
-        return _error(scripted.status, scripted.code, scripted.message, scripted.headers)
+    def _scripted(self, endpoint: Endpoint) -> Reply | None:
+        return self._answers[endpoint].popleft() if self._answers[endpoint] else None
 
-    def _unauthorized(self, headers: dict[str, str]) -> Answer | None:
+    def _unauthorized(self, headers: dict[str, str]) -> Reply | None:
         if headers.get("authorization") != f"Bearer {self.api_key}":
             return _error(401, "InvalidApiKey", "Invalid API-key provided.")
         return None
 
-    def _submit(self, headers: dict[str, str], body: Any) -> Answer:
+    def _submit(self, kind: Kind, headers: dict[str, str], body: Any) -> Reply:
         refused = self._scripted("submit") or self._unauthorized(headers)
         if refused:
             return refused
@@ -192,13 +286,15 @@ class FakeDashScope:
             return _error(403, "AccessDenied", "current user api does not support synchronous calls")
         if headers.get("content-type", "").split(";")[0].strip() != "application/json" or body is None:
             return _error(400, "InvalidParameter", "the request body must be JSON (Content-Type: application/json)")
-        task = _validated_task(body)
+        task = _validated_task(kind, body)
         if isinstance(task, tuple):
             return _error(400, *task)
+        script = self._task_scripts.popleft() if self._task_scripts else TaskScript()
+        task.script, task.cut_short_left = script, script.cut_short
         self.tasks[task.task_id] = task
         return _json(200, {"output": {"task_status": "PENDING", "task_id": task.task_id}, "request_id": _request_id()})
 
-    def _poll(self, headers: dict[str, str], task_id: str) -> Answer:
+    def _poll(self, headers: dict[str, str], task_id: str) -> Reply:
         refused = self._scripted("task") or self._unauthorized(headers)
         if refused:
             return refused
@@ -210,33 +306,51 @@ class FakeDashScope:
         if task.polls <= self.pending_polls:
             return _json(200, {"request_id": _request_id(), "output": {**output, "task_status": "PENDING"}})
         output["scheduled_time"] = "2025-01-08 16:03:59.863"
-        if self.never_finish or task.polls <= self.pending_polls + self.running_polls:
+        if task.script.never_finish or task.polls <= self.pending_polls + self.running_polls:
             return _json(200, {"request_id": _request_id(), "output": {**output, "task_status": "RUNNING"}})
         output["end_time"] = "2025-01-08 16:04:10.660"
-        if self.task_failure is not None:
-            code, message = self.task_failure
+        if task.script.failed is not None:
+            code, message = task.script.failed
             failed = {**output, "task_status": "FAILED", "code": code, "message": message}
             return _json(200, {"request_id": _request_id(), "output": failed})
+        signature = "?Expires=1736337850&OSSAccessKeyId=fake&Signature=fake"
+        if task.kind == "video":
+            url = f"{self.results_origin}{RESULTS_PREFIX}{task_id}/video.mp4{signature}"
+            succeeded = {**output, "task_status": "SUCCEEDED", "orig_prompt": task.prompt, "video_url": url}
+            usage = {"duration": 5, "video_count": 1}
+            return _json(200, {"request_id": _request_id(), "output": succeeded, "usage": usage})
         results: list[dict[str, str]] = []
         for index in range(task.n):
-            if index in self.image_failures:
-                code, message = self.image_failures[index]
+            if index in task.script.image_failures:
+                code, message = task.script.image_failures[index]
                 results.append({"code": code, "message": message})
             else:
-                url = f"{self.origin}{IMAGES_PREFIX}{task_id}/{index}.png?Expires=1736337850&Signature=fake"
+                url = f"{self.results_origin}{RESULTS_PREFIX}{task_id}/{index}.png{signature}"
                 results.append({"orig_prompt": task.prompt, "url": url})
         made = sum(1 for result in results if "url" in result)
         metrics = {"TOTAL": task.n, "SUCCEEDED": made, "FAILED": task.n - made}
         succeeded = {**output, "task_status": "SUCCEEDED", "results": results, "task_metrics": metrics}
         return _json(200, {"request_id": _request_id(), "output": succeeded, "usage": {"image_count": made}})
 
-    def _image(self, name: str) -> Answer:
+    def _result(self, name: str) -> Reply:
         task_id, _, file_name = name.partition("/")
         task = self.tasks.get(task_id)
-        index = file_name.removesuffix(".png")
-        if task is None or not index.isdigit() or int(index) >= task.n or int(index) in self.image_failures:
-            return 404, {"Content-Type": "text/plain"}, b"NoSuchKey"
-        return 200, {"Content-Type": "image/png"}, _draw(task.width, task.height, task.seed + int(index))
+        if task is None:
+            return _oss_error(404, "NoSuchKey", "The specified key does not exist.")
+        if task.script.expired:
+            return _oss_error(403, "AccessDenied", "Request has expired.", ec="0002-00000069")
+        if task.kind == "video" and file_name == "video.mp4":
+            payload, media_type = clip_mp4(task.seed), "video/mp4"
+        else:
+            index = file_name.removesuffix(".png")
+            if task.kind == "video" or not index.isdigit() or int(index) >= task.n:
+                return _oss_error(404, "NoSuchKey", "The specified key does not exist.")
+            payload, media_type = _draw(task.width, task.height, task.seed + int(index)), "image/png"
+        task.downloads += 1
+        if task.cut_short_left > 0:
+            task.cut_short_left -= 1
+            return Reply(200, {"Content-Type": media_type}, payload[: len(payload) // 2], content_length=len(payload))
+        return Reply(200, {"Content-Type": media_type}, payload)
 
 
 class _Server(ThreadingHTTPServer):
@@ -259,22 +373,26 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self, method: str) -> None:
         raw_body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         headers = {name.lower(): value for name, value in self.headers.items()}
-        status, answer_headers, payload = self.server.fake.handle(method, self.path, headers, raw_body)
-        self.send_response(status)
-        for name, value in answer_headers.items():
+        reply = self.server.fake.handle(self.server, method, self.path, headers, raw_body)
+        self.send_response(reply.status)
+        for name, value in reply.headers.items():
             self.send_header(name, value)
-        self.send_header("Content-Length", str(len(payload)))
+        self.send_header(
+            "Content-Length", str(len(reply.body) if reply.content_length is None else reply.content_length)
+        )
         self.end_headers()
-        self.wfile.write(payload)
+        self.wfile.write(reply.body)
+        self.close_connection = True
 
     def log_message(self, format: str, *args: Any) -> None:
         """Keep test output quiet."""
 
 
-def _validated_task(body: Any) -> FakeTask | tuple[str, str]:
+def _validated_task(kind: Kind, body: Any) -> FakeTask | tuple[str, str]:
     """The task a submit body asks for, or the ``(code, message)`` saying what is wrong with it."""
     if not isinstance(body, dict) or not body.get("model"):
         return "BadRequest.EmptyModel", 'Required parameter "model" missing from request.'
+    model = str(body["model"])
     prompt_input = body.get("input")
     if not isinstance(prompt_input, dict) or not isinstance(prompt_input.get("prompt"), str):
         return "BadRequest.EmptyInput", "Required input parameter missing from request."
@@ -285,18 +403,77 @@ def _validated_task(body: Any) -> FakeTask | tuple[str, str]:
     parameters = body.get("parameters", {})
     if not isinstance(parameters, dict):
         return "InvalidParameter", "parameters must be an object."
-    size = SIZE_PATTERN.match(str(parameters.get("size", "1024*1024")))
-    if size is None or not all(512 <= int(edge) <= 1440 for edge in size.groups()):
-        return "InvalidParameter", "size must be W*H with each side in [512, 1440]."
-    n, seed = parameters.get("n", 4), parameters.get("seed", 0)
-    if type(n) is not int or not 1 <= n <= 4:
-        return "InvalidParameter", "n must be an integer in [1, 4]."
+    seed = parameters.get("seed", 0)
     if type(seed) is not int or not 0 <= seed <= 2**31 - 1:
         return "InvalidParameter", "seed must be an integer in [0, 2147483647]."
-    if any(not isinstance(parameters.get(flag, False), bool) for flag in ("prompt_extend", "watermark")):
-        return "InvalidParameter", "prompt_extend and watermark must be booleans."
+    if any(not isinstance(parameters.get(flag, False), bool) for flag in ("prompt_extend", "watermark", "audio")):
+        return "InvalidParameter", "prompt_extend, watermark and audio must be booleans."
+    if kind == "video":
+        return _validated_video(model, prompt_input, parameters, seed)
+    if kind == "image2image":
+        images = prompt_input.get("images")
+        if not isinstance(images, list) or not 1 <= len(images) <= 3:
+            return "InvalidParameter", "images must be a list of 1 to 3 images."
+        for image in images:
+            problem = _image_problem(image, 384, 5000)
+            if problem:
+                return "InvalidParameter", problem
+    default_size = "1280*1280" if kind == "image2image" else "1024*1024"
+    size = SIZE_PATTERN.match(str(parameters.get("size", default_size)))
+    if size is None:
+        return "InvalidParameter", "size must be W*H."
     width, height = (int(edge) for edge in size.groups())
-    return FakeTask(str(uuid.uuid4()), prompt_input["prompt"], width, height, n, seed)
+    if kind == "text2image" and not (512 <= width <= 1440 and 512 <= height <= 1440):
+        return "InvalidParameter", "size must be W*H with each side in [512, 1440]."
+    if kind == "image2image" and not 768 * 768 <= width * height <= 1440 * 1440:
+        return "InvalidParameter", "size must have a total of 768*768 to 1440*1440 pixels."
+    n = parameters.get("n", 4)
+    if type(n) is not int or not 1 <= n <= 4:
+        return "InvalidParameter", "n must be an integer in [1, 4]."
+    return FakeTask(str(uuid.uuid4()), kind, model, prompt_input["prompt"], width, height, n, seed, TaskScript())
+
+
+def _validated_video(
+    model: str, prompt_input: dict[str, Any], parameters: dict[str, Any], seed: int
+) -> FakeTask | tuple[str, str]:
+    known = VIDEO_MODELS.get(model)
+    if known is None:
+        return "InvalidParameter", f"Model not exist: {model}"
+    durations, resolutions = known
+    problem = _image_problem(prompt_input.get("img_url"), 360, 2000)
+    if problem:
+        return "InvalidParameter", f"img_url: {problem}"
+    duration = parameters.get("duration", 5)
+    if type(duration) is not int or duration not in durations:
+        return "InvalidParameter", f"duration must be one of {sorted(durations)} for {model}."
+    if parameters.get("resolution", sorted(resolutions)[-1]) not in resolutions:
+        return "InvalidParameter", f"resolution must be one of {sorted(resolutions)} for {model}."
+    return FakeTask(str(uuid.uuid4()), "video", model, prompt_input["prompt"], 0, 0, 1, seed, TaskScript())
+
+
+def _image_problem(image: Any, min_edge: int, max_edge: int) -> str | None:
+    """What is wrong with an input image (a public URL, or a base64 data URI checked as the docs say), or None."""
+    if isinstance(image, str) and image.startswith(("http://", "https://")):
+        return None
+    match = DATA_URI.match(image) if isinstance(image, str) else None
+    if match is None:
+        return "an image must be an HTTP(S) URL or data:{MIME_type};base64,{base64_data}."
+    try:
+        data = base64.b64decode(match.group(2), validate=True)
+    except binascii.Error:
+        return "the base64 data is invalid."
+    if len(data) > MAX_INPUT_BYTES:
+        return "the image file must be at most 10MB."
+    try:
+        with Image.open(io.BytesIO(data)) as decoded:
+            mode, (width, height) = decoded.mode, decoded.size
+    except OSError:
+        return "the image cannot be decoded."
+    if mode in ("RGBA", "LA", "PA"):
+        return "PNG images with a transparent channel are not supported."
+    if not (min_edge <= width <= max_edge and min_edge <= height <= max_edge):
+        return f"the image width and height must be in [{min_edge}, {max_edge}] pixels."
+    return None
 
 
 def _draw(width: int, height: int, seed: int) -> bytes:
@@ -307,6 +484,11 @@ def _draw(width: int, height: int, seed: int) -> bytes:
     out = io.BytesIO()
     image.save(out, format="PNG", compress_level=1)
     return out.getvalue()
+
+
+def _origin(server: _Server) -> str:
+    host, port = server.server_address[:2]
+    return f"http://{host!s}:{port}"
 
 
 def _parse_json(raw_body: bytes) -> Any:
@@ -320,9 +502,18 @@ def _request_id() -> str:
     return str(uuid.uuid4())
 
 
-def _json(status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
-    return status, {"Content-Type": "application/json", **(headers or {})}, json.dumps(payload).encode()
+def _json(status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> Reply:
+    return Reply(status, {"Content-Type": "application/json", **(headers or {})}, json.dumps(payload).encode())
 
 
-def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Answer:
+def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Reply:
     return _json(status, {"code": code, "message": message, "request_id": _request_id()}, headers)
+
+
+def _oss_error(status: int, code: str, message: str, *, ec: str = "0003-00000001") -> Reply:
+    body = (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<Error>\n'
+        f"  <Code>{code}</Code>\n  <Message>{message}</Message>\n  <RequestId>{uuid.uuid4().hex}</RequestId>\n"
+        f"  <HostId>dashscope-result.oss-ap-southeast-1.aliyuncs.com</HostId>\n  <EC>{ec}</EC>\n</Error>\n"
+    )
+    return Reply(status, {"Content-Type": "application/xml", "x-oss-ec": ec}, body.encode())

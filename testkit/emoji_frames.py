@@ -6,30 +6,33 @@ import numpy as np
 from PIL import Image
 
 from activities.export.platforms.base import EmojiFrames
-from activities.generation.procedural import render_frame
-from workflows.contract import GenerateFrameInput
+from activities.generation.procedural import Variation, action_scene, render
+from workflows.contract import ActionSpec
 from workflows.presets import PRESETS
 
+CHARACTER = "a round orange cat with a blue scarf"
+STYLE = "flat cartoon sticker"
 
-def procedural_emoji(pose: str, *, frames: int = 12, size: int = 256, seed: int = 0) -> EmojiFrames:
-    """The procedural generator's ``pose`` with its true alpha, as an approved emoji of ``frames`` frames."""
-    preset = PRESETS[pose]
+
+def procedural_emoji(action: str, *, frames: int = 12, size: int = 256, seed: int = 0) -> EmojiFrames:
+    """Preset ``action`` of the procedural character as an approved emoji of ``frames`` frames with their true alpha.
+
+    Frame ``f`` is the drawing at phase ``f / frames`` of the action's loop, its motion as designed (no candidate's or
+    take's variation, no clip defects): RGB composited over white, alpha exactly the drawing's coverage.
+    """
+    preset = PRESETS[action]
+    scene = action_scene(
+        CHARACTER,
+        0,
+        ActionSpec.of_preset(preset),
+        custom="",
+        style=STYLE,
+        seed=seed,
+        variation=Variation(),
+    )
     images = []
     for frame in range(frames):
-        request = GenerateFrameInput(
-            set_id="export-test",
-            pose=preset,
-            character_prompt="a round orange cat with a blue scarf",
-            style="flat cartoon sticker",
-            prompt=preset.prompt,
-            frame=frame,
-            frame_count=frames,
-            first_candidate=0,
-            count=1,
-            generator="procedural",
-            image_size=size,
-            seed=seed,
-        )
-        rgb, alpha = render_frame(request, 0)
-        images.append(Image.fromarray(np.dstack([rgb, np.rint(alpha * 255).astype(np.uint8)]), "RGBA"))
-    return EmojiFrames(pose, images, preset.frame_duration_ms)
+        drawn = render(scene, size, frame / frames)
+        rgba = np.dstack([drawn.composite(), np.rint(drawn.alpha * 255).astype(np.uint8)])
+        images.append(Image.fromarray(rgba, "RGBA"))
+    return EmojiFrames(action, images, preset.frame_duration_ms)

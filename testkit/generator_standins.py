@@ -3,41 +3,55 @@
 from __future__ import annotations
 
 from activities.generation import GeneratorRegistry, builtin_generators
-from activities.generation.base import GeneratedImage, GenerationRefused, GenerationThrottled
+from activities.generation.base import GeneratedClip, GeneratedImage, GenerationRefused, GenerationThrottled
 from activities.generation.procedural import ProceduralGenerator
-from workflows.contract import GenerateFrameInput
+from workflows.contract import GenerateClipInput, GenerateStartFrameInput
+
+REFUSED_ACTION = "heart"
+"""The action whose preset prompts the refusing stand-ins refuse (a custom prompt passes)."""
 
 
-class RefusesFrameOne(ProceduralGenerator):
-    """Refuses frame 1 of every emoji unless a reviewer gave a custom prompt (the preset prompt is then absent)."""
+class RefusesStartFrame(ProceduralGenerator):
+    """Refuses the start frame of ``heart`` unless a reviewer gave a custom pose prompt."""
 
-    name = "refuses-frame-one"
+    name = "refuses-start-frame"
 
-    async def generate(self, request: GenerateFrameInput) -> list[GeneratedImage]:
-        if request.frame == 1 and request.pose.prompt in request.prompt:
-            raise GenerationRefused("DataInspectionFailed: the prompt was refused")
-        return await super().generate(request)
+    async def start_frame(self, request: GenerateStartFrameInput, character: bytes) -> list[GeneratedImage]:
+        if request.action.name == REFUSED_ACTION and request.prompt == request.action.pose_prompt:
+            raise GenerationRefused("DataInspectionFailed: the pose prompt was refused")
+        return await super().start_frame(request, character)
+
+
+class RefusesClip(ProceduralGenerator):
+    """Refuses the clip of ``heart`` unless a reviewer gave a custom motion prompt."""
+
+    name = "refuses-clip"
+
+    async def clip(self, request: GenerateClipInput, start_frame: bytes) -> GeneratedClip:
+        if request.action.name == REFUSED_ACTION and request.motion_prompt == request.action.motion_prompt:
+            raise GenerationRefused("DataInspectionFailed: the motion prompt was refused")
+        return await super().clip(request, start_frame)
 
 
 class ThrottledOnce(ProceduralGenerator):
-    """Throttled on the first attempt of every frame, then fine: the retry policy absorbs it."""
+    """Throttled on the first attempt of every clip, then fine: the retry policy absorbs it."""
 
     name = "throttled-once"
 
     def __init__(self) -> None:
         self.attempts: dict[tuple[str, str, int], int] = {}
 
-    async def generate(self, request: GenerateFrameInput) -> list[GeneratedImage]:
-        key = (request.set_id, request.pose.name, request.frame)
+    async def clip(self, request: GenerateClipInput, start_frame: bytes) -> GeneratedClip:
+        key = (request.set_id, request.action.name, request.take)
         self.attempts[key] = self.attempts.get(key, 0) + 1
         if self.attempts[key] == 1:
             raise GenerationThrottled("Throttling.RateQuota", retry_after_s=0.05)
-        return await super().generate(request)
+        return await super().clip(request, start_frame)
 
 
 def standin_generators() -> GeneratorRegistry:
-    """The built-in backends plus :class:`RefusesFrameOne` and :class:`ThrottledOnce`."""
+    """The built-in backends plus the stand-ins of this module."""
     registry = builtin_generators()
-    for generator in (RefusesFrameOne, ThrottledOnce):
+    for generator in (RefusesStartFrame, RefusesClip, ThrottledOnce):
         registry.register(generator.name, generator)
     return registry

@@ -51,11 +51,11 @@ async def run_stack(
     """
     client = env.client
     store = FileArtifactStore(Path(urlparse(settings.artifacts.artifact_root_uri()).path))
-    orchestration, generation = build_worker(client, settings.orchestration, store, generators=generators)
+    orchestration, production = build_worker(client, settings.orchestration, store, generators=generators)
     gpu, matting = build_gpu_worker(client, settings.gpu, store)
     async with orchestration, gpu:
-        yield Stack(client=client, sets=EmojiSetClient(client), store=store, settings=settings, env=env)
-    await generation.aclose()
+        yield Stack(client=client, sets=EmojiSetClient(client, store=store), store=store, settings=settings, env=env)
+    await production.aclose()
     matting.close()
 
 

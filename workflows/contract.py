@@ -15,22 +15,30 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 from temporalio.exceptions import ApplicationError
 
-from workflows.presets import DEFAULT_POSES, PRESETS, PosePreset
+from workflows.presets import DEFAULT_ACTIONS, PRESETS, ActionPreset, Expression, Motion, Prop
 
 ORCHESTRATION_TASK_QUEUE = "emoji-orchestration"
 GPU_TASK_QUEUE = "emoji-gpu"
 WORKFLOW_TYPE = "EmojiSet"
 EXPORT_WORKFLOW_TYPE = "ExportSet"
 
-MAX_POSES = 24
+MAX_ACTIONS = 24
+"""The original product's cap, and its catalogue's size."""
 MAX_FRAMES_PER_EMOJI = 48
-MAX_CANDIDATES_PER_FRAME = 8
+MAX_TAKES_PER_ACTION = 4
+MAX_TAKES_PER_ACTION_TOTAL = 8
+"""Takes an action may accumulate through regenerate_action."""
 MAX_FRAMES_PER_SET = 600
-MAX_CANDIDATES_PER_SET = 1000
-MAX_CANDIDATES_PER_FRAME_TOTAL = 40
-"""Candidates a frame may accumulate through regenerations. Together with MAX_CANDIDATES_PER_SET (which regenerations
-count against too) this keeps the state, carried across continue-as-new and returned by get_state, far below
-Temporal's 2 MiB payload limit."""
+MAX_CANDIDATES_PER_SET = 4000
+MAX_CANDIDATES_PER_FRAME_TOTAL = 48
+"""Candidates a frame slot may accumulate through new takes and frame edits. Together with MAX_CANDIDATES_PER_SET
+(which regenerations count against too) this keeps the state, carried across continue-as-new and returned by
+get_state, below Temporal's 2 MiB payload limit (a candidate is about 0.5 KB of JSON)."""
+UPLOAD_MEDIA_TYPES = frozenset({"image/png", "image/jpeg", "image/webp", "image/gif", "image/bmp", "image/tiff"})
+"""The picture formats a character upload may be (the original's list)."""
+MAX_UPLOAD_BYTES = 20 * 1024 * 1024
+MAX_UPLOAD_PIXELS = 40_000_000
+"""An upload larger than this many pixels is refused before it is decoded (a decompression bomb)."""
 
 PIPELINE_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]*(:[A-Za-z0-9_.-]+)?(\+[a-z0-9][a-z0-9_.-]*(:[A-Za-z0-9_.-]+)?)*$")
 """A matting pipeline name: steps joined by '+', each ``engine`` or ``engine:variant`` (e.g. ``rembg:isnet-anime``)."""
@@ -44,9 +52,14 @@ class ActivityName(StrEnum):
 
     CHECK_GENERATOR = "check_generator"
     CHECK_EXPORTS = "check_exports"
-    GENERATE_FRAME = "generate_frame"
+    PREPARE_UPLOAD = "prepare_upload"
+    GENERATE_CHARACTER = "generate_character"
+    GENERATE_START_FRAME = "generate_start_frame"
+    GENERATE_CLIP = "generate_clip"
+    EXTRACT_FRAMES = "extract_frames"
+    EDIT_FRAME = "edit_frame"
     DESCRIBE_PIPELINE = "describe_pipeline"
-    MATTE_FRAME = "matte_frame"
+    MATTE_SLOT = "matte_slot"
     ASSEMBLE_EMOJI = "assemble_emoji"
     ASSEMBLE_CONTACT_SHEET = "assemble_contact_sheet"
     EXPORT_PACKAGE = "export_package"
@@ -66,6 +79,10 @@ class FailureType(StrEnum):
     """The image service refused the prompt (content policy, invalid parameters): the same request fails again."""
     GENERATION_THROTTLED = "GenerationThrottled"
     GENERATION_FAILED = "GenerationError"
+    INVALID_UPLOAD = "InvalidUpload"
+    """An uploaded picture cannot be used (not an image, truncated, empty, too large, a decompression bomb)."""
+    INVALID_CLIP = "InvalidClip"
+    """A clip cannot be decoded or has too few frames for the emoji: the same clip fails again (a new take may not)."""
     UNKNOWN_PIPELINE = "UnknownPipeline"
     UNSUPPORTED_IMAGE = "UnsupportedImage"
     """A matting step cannot handle the image (e.g. no plain background for ``classical``); another pipeline may."""
@@ -106,6 +123,8 @@ NON_RETRYABLE_FAILURES: frozenset[FailureType] = frozenset(
         FailureType.INVALID_REQUEST,
         FailureType.UNKNOWN_GENERATOR,
         FailureType.GENERATION_REFUSED,
+        FailureType.INVALID_UPLOAD,
+        FailureType.INVALID_CLIP,
         FailureType.UNKNOWN_PIPELINE,
         FailureType.UNSUPPORTED_IMAGE,
         FailureType.CORRUPT_IMAGE,
@@ -158,30 +177,99 @@ class ExportTarget(StrEnum):
 
 
 class DeadlinePolicy(StrEnum):
-    """What happens when the review deadline passes with no decision."""
+    """What happens when a review deadline passes with no decision."""
 
     AUTO_APPROVE = "auto_approve"
+    """Go on with the automatic picks (the set is assembled if every frame has a usable candidate)."""
     EXPIRE = "expire"
 
 
-class ReviewPolicy(_Model):
-    """How long humans get to review, and what the deadline does."""
+class StagePolicy(StrEnum):
+    """Whether a stage waits for a person or goes on with its automatic pick."""
 
+    AUTO = "auto"
+    HUMAN = "human"
+
+
+class ReviewPolicy(_Model):
+    """Which stages wait for people, how long they get, and what a passed deadline does.
+
+    The deadline runs from the moment the set starts waiting for a person at a stage (the character, the first start
+    frame, the final review) and starts again at the next stage.
+    """
+
+    character: StagePolicy = Field(default=StagePolicy.AUTO, description="Wait for pick_character / approve.")
+    start_frames: StagePolicy = Field(
+        default=StagePolicy.HUMAN, description="Each action's start frame waits for approve_start_frames."
+    )
+    final: StagePolicy = Field(default=StagePolicy.HUMAN, description="The finished frames wait for approve.")
     deadline: timedelta = Field(default=timedelta(hours=24), gt=timedelta(0), le=timedelta(days=30))
     on_deadline: DeadlinePolicy = DeadlinePolicy.AUTO_APPROVE
 
+    @classmethod
+    def automatic(cls) -> ReviewPolicy:
+        """No stage waits: a fully automatic set, for backends and the demo."""
+        return cls(character=StagePolicy.AUTO, start_frames=StagePolicy.AUTO, final=StagePolicy.AUTO)
+
+
+ActionId = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]{0,39}$")]
+"""An action's name: lower-case letters, digits and dashes (it names files in every package)."""
+
+
+class CustomAction(_Model):
+    """An action of the set's own beside the presets: its name and both prompts."""
+
+    name: ActionId
+    pose_prompt: Prompt = Field(description="The start frame: the character in this pose.")
+    motion_prompt: Prompt = Field(description="The clip: the movement, best written as body mechanics.")
+    frame_duration_ms: int = Field(default=83, ge=20, le=1000)
+
+
+class ActionSpec(_Model):
+    """One action as production uses it: a preset, or a custom action (whose motion hints are left to generators)."""
+
+    name: str
+    pose_prompt: str
+    motion_prompt: str
+    frame_duration_ms: int
+    motion: Motion | None = None
+    expression: Expression | None = None
+    prop: Prop | None = None
+    preset: bool = True
+
+    @classmethod
+    def of_preset(cls, preset: ActionPreset) -> ActionSpec:
+        return cls(**preset.model_dump())
+
+    @classmethod
+    def of_custom(cls, action: CustomAction) -> ActionSpec:
+        return cls(**action.model_dump(), preset=False)
+
 
 class EmojiSetInput(_Model):
-    """Start a set: one animated emoji per pose preset, ``frames_per_emoji`` frames each."""
+    """Start a set: a character (a prompt, or an uploaded picture) and the actions to animate, one emoji each."""
 
-    character_prompt: Prompt = Field(description="Who the character is, e.g. 'a round orange cat with a blue scarf'.")
+    character_prompt: Prompt | None = Field(
+        default=None, description="Who the character is, e.g. 'a round orange cat with a blue scarf'."
+    )
+    character_image: ArtifactRef | None = Field(
+        default=None, description="An uploaded character picture, stored by the client (see EmojiSetClient.upload)."
+    )
     style: Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)] = "flat cartoon sticker"
-    poses: list[str] = Field(default_factory=lambda: list(DEFAULT_POSES), min_length=1)
-    frames_per_emoji: int = Field(default=12, ge=1, le=MAX_FRAMES_PER_EMOJI)
-    candidates_per_frame: int = Field(default=2, ge=1, le=MAX_CANDIDATES_PER_FRAME)
+    actions: list[ActionId] = Field(default_factory=lambda: list(DEFAULT_ACTIONS))
+    custom_actions: list[CustomAction] = Field(default_factory=list)
+    takes_per_action: int = Field(default=1, ge=1, le=MAX_TAKES_PER_ACTION, description="Clips per action.")
+    frames_per_emoji: int = Field(default=12, ge=2, le=MAX_FRAMES_PER_EMOJI)
+    neighbours: int = Field(
+        default=2, ge=0, le=4, description="Clip frames either side of each chosen frame kept as its candidates."
+    )
+    clip_seconds: float = Field(default=2.0, ge=1.0, le=10.0, description="Asked of the image-to-video model.")
+    clip_fps: int = Field(default=24, ge=8, le=60, description="Asked of the image-to-video model.")
+    character_candidates: int = Field(default=2, ge=1, le=4, description="Characters drawn from the prompt.")
+    start_frame_candidates: int = Field(default=2, ge=1, le=4, description="Start frames drawn per action.")
     matting_pipeline: str = "classical"
     generator: Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]+$")] = "procedural"
-    image_size: int = Field(default=256, ge=64, le=2048, description="Edge of the square frames, in pixels.")
+    image_size: int = Field(default=256, ge=64, le=1024, description="Edge of the square emoji frames, in pixels.")
     seed: int = Field(default=0, ge=0, lt=2**31)
     owner: Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)] = ""
     max_parallel_matting: int = Field(default=32, ge=1, le=512, description="Matting activities in flight at once.")
@@ -199,17 +287,15 @@ class EmojiSetInput(_Model):
             raise ValueError(f"export targets must be unique, got {[t.value for t in targets]}")
         return targets
 
-    @field_validator("poses")
+    @field_validator("actions")
     @classmethod
-    def _known_unique_poses(cls, poses: list[str]) -> list[str]:
-        unknown = [p for p in poses if p not in PRESETS]
+    def _known_actions(cls, actions: list[str]) -> list[str]:
+        unknown = [a for a in actions if a not in PRESETS]
         if unknown:
-            raise ValueError(f"unknown pose preset(s) {unknown}; known presets: {sorted(PRESETS)}")
-        if len(set(poses)) != len(poses):
-            raise ValueError(f"poses must be unique, got {poses}")
-        if len(poses) > MAX_POSES:
-            raise ValueError(f"at most {MAX_POSES} poses per set, got {len(poses)}")
-        return poses
+            raise ValueError(
+                f"unknown action preset(s) {unknown}; known presets: {list(PRESETS)} (or add a custom action)"
+            )
+        return actions
 
     @field_validator("matting_pipeline")
     @classmethod
@@ -222,25 +308,54 @@ class EmojiSetInput(_Model):
         return name
 
     @model_validator(mode="after")
-    def _bounded_size(self) -> EmojiSetInput:
-        frames = len(self.poses) * self.frames_per_emoji
-        if frames > MAX_FRAMES_PER_SET:
-            raise ValueError(f"a set has at most {MAX_FRAMES_PER_SET} frames, this one asks for {frames}")
-        if frames * self.candidates_per_frame > MAX_CANDIDATES_PER_SET:
+    def _consistent(self) -> EmojiSetInput:
+        if (self.character_prompt is None) == (self.character_image is None):
+            raise ValueError("give the character either as character_prompt or as character_image (an upload)")
+        if self.character_image is not None and self.character_image.media_type not in UPLOAD_MEDIA_TYPES:
             raise ValueError(
-                f"a set has at most {MAX_CANDIDATES_PER_SET} candidates (frames x candidates per frame), "
-                f"this one asks for {frames * self.candidates_per_frame}"
+                f"character_image is {self.character_image.media_type}; uploads are one of {sorted(UPLOAD_MEDIA_TYPES)}"
+            )
+        names = self.action_names()
+        if not names:
+            raise ValueError("a set needs at least one action (a preset or a custom action)")
+        doubles = sorted({n for n in names if names.count(n) > 1})
+        if doubles:
+            raise ValueError(f"action names must be unique, got {doubles} twice (a custom action may not reuse one)")
+        if len(names) > MAX_ACTIONS:
+            raise ValueError(f"at most {MAX_ACTIONS} actions per set, got {len(names)}")
+        slots = len(names) * self.frames_per_emoji
+        if slots > MAX_FRAMES_PER_SET:
+            raise ValueError(f"a set has at most {MAX_FRAMES_PER_SET} frames, this one asks for {slots}")
+        candidates = slots * self.takes_per_action * (2 * self.neighbours + 1)
+        if candidates > MAX_CANDIDATES_PER_SET:
+            raise ValueError(
+                f"a set has at most {MAX_CANDIDATES_PER_SET} frame candidates (frames x takes x (2 x neighbours + 1)), "
+                f"this one asks for {candidates}"
             )
         return self
+
+    def action_names(self) -> list[str]:
+        return [*self.actions, *(custom.name for custom in self.custom_actions)]
+
+    def action_specs(self) -> list[ActionSpec]:
+        """Presets first, in the order asked, then the custom actions."""
+        return [ActionSpec.of_preset(PRESETS[name]) for name in self.actions] + [
+            ActionSpec.of_custom(custom) for custom in self.custom_actions
+        ]
 
 
 # --- Workflow state (the get_state query) ------------------------------------------------------------------------
 
 
 class Phase(StrEnum):
-    """Where a set is. Also the ``EmojiSetPhase`` search attribute."""
+    """Where a set is as a whole. Also the ``EmojiSetPhase`` search attribute."""
 
-    GENERATING = "generating"
+    CHARACTER = "character"
+    AWAITING_CHARACTER_REVIEW = "awaiting_character_review"
+    START_FRAMES = "start_frames"
+    AWAITING_START_FRAME_REVIEW = "awaiting_start_frame_review"
+    """At least one action's start frame waits for a person (other actions may be animating meanwhile)."""
+    ANIMATING = "animating"
     MATTING = "matting"
     AWAITING_REVIEW = "awaiting_review"
     ASSEMBLING = "assembling"
@@ -249,9 +364,20 @@ class Phase(StrEnum):
     EXPIRED = "expired"
 
 
+class ActionStage(StrEnum):
+    """Where one action is. The ``EmojiSetAwaiting`` search attribute lists what the set waits for."""
+
+    START_FRAME = "start_frame"
+    AWAITING_START_FRAME_REVIEW = "awaiting_start_frame_review"
+    ANIMATING = "animating"
+    MATTING = "matting"
+    READY = "ready"
+    WAITING_FOR_PROMPT = "waiting_for_prompt"
+    """Its start frame or every clip failed for good: it waits for a regeneration with a custom prompt."""
+
+
 class FrameStatus(StrEnum):
     PENDING = "pending"
-    GENERATING = "generating"
     MATTING = "matting"
     READY = "ready"
     FAILED = "failed"
@@ -268,12 +394,57 @@ class PickSource(StrEnum):
     HUMAN = "human"
 
 
-class Candidate(_Model):
-    """One generated image for a frame and, once matted, its cut-out and score."""
+class ImageCandidate(_Model):
+    """A generated still: a character or a start frame candidate."""
 
     index: int
+    image: ArtifactRef
     prompt: str | None = Field(default=None, description="The reviewer's custom prompt; None for the preset's own.")
+
+
+class CharacterState(_Model):
+    """The character every start frame is made from."""
+
+    candidates: list[ImageCandidate] = Field(default_factory=list)
+    pick: int | None = None
+    picked_by: PickSource | None = None
+    uploaded: bool = False
+    error: str | None = None
+
+    def picked(self) -> ImageCandidate | None:
+        return next((c for c in self.candidates if c.index == self.pick), None)
+
+
+class TakeStatus(StrEnum):
+    ANIMATING = "animating"
+    EXTRACTING = "extracting"
+    READY = "ready"
+    FAILED = "failed"
+
+
+class TakeState(_Model):
+    """One image-to-video clip of an action and what was extracted from it."""
+
+    index: int
+    motion_prompt: str | None = Field(default=None, description="The reviewer's custom prompt; None for the preset's.")
+    status: TakeStatus = TakeStatus.ANIMATING
+    clip: ArtifactRef | None = None
+    source_frames: int | None = Field(default=None, description="Frames decoded from the clip.")
+    fps: float | None = None
+    loop: tuple[int, int] | None = Field(default=None, description="The clip frames [start, end) the emoji loops.")
+    error: str | None = None
+
+
+class Candidate(_Model):
+    """One candidate image of a frame slot (a clip frame or a frame edit) and, once matted, its cut-out and score."""
+
+    index: int
     source: ArtifactRef
+    take: int | None = Field(default=None, description="The take it was extracted from; None for a frame edit.")
+    source_frame: int | None = Field(default=None, description="Its index among the take's decoded clip frames.")
+    offset: int = Field(default=0, description="Source frames from the slot's chosen frame (0: the chosen one).")
+    prompt: str | None = Field(default=None, description="A frame edit's custom prompt.")
+    quality: float = Field(default=1.0, description="How clean the clip frame is (blur, glitches), 0..1.")
     status: CandidateStatus = CandidateStatus.MATTING
     matte: ArtifactRef | None = None
     score: float | None = None
@@ -281,7 +452,7 @@ class Candidate(_Model):
 
 
 class FrameState(_Model):
-    """One frame of one emoji: its candidates and which one is picked."""
+    """One frame slot of one emoji: its candidates and which one is picked."""
 
     index: int
     status: FrameStatus = FrameStatus.PENDING
@@ -289,7 +460,7 @@ class FrameState(_Model):
     pick: int | None = Field(default=None, description="The picked candidate's index.")
     picked_by: PickSource | None = None
     error: str | None = None
-    regenerations: int = 0
+    edits: int = Field(default=0, description="Frame edits (regenerate_frame) so far.")
 
     def usable(self) -> list[Candidate]:
         return [c for c in self.candidates if c.status is CandidateStatus.READY]
@@ -301,9 +472,25 @@ class FrameState(_Model):
         return None if self.pick is None else self.candidate(self.pick)
 
 
-class EmojiState(_Model):
-    pose: str
-    frames: list[FrameState]
+class ActionState(_Model):
+    """One action, one emoji: its start frames, its takes and its frame slots."""
+
+    action: ActionSpec
+    stage: ActionStage = ActionStage.START_FRAME
+    start_frames: list[ImageCandidate] = Field(default_factory=list)
+    start_frame_pick: int | None = None
+    start_frame_approved_by: str | None = None
+    takes: list[TakeState] = Field(default_factory=list)
+    take_pick: int | None = Field(default=None, description="A take chosen by hand for the whole emoji.")
+    frames: list[FrameState] = Field(default_factory=list)
+    error: str | None = Field(default=None, description="Why the action waits for a custom prompt.")
+
+    @property
+    def name(self) -> str:
+        return self.action.name
+
+    def start_frame(self) -> ImageCandidate | None:
+        return next((c for c in self.start_frames if c.index == self.start_frame_pick), None)
 
 
 class EmojiSetState(_Model):
@@ -312,8 +499,9 @@ class EmojiSetState(_Model):
     set_id: str
     input: EmojiSetInput
     phase: Phase
-    emojis: list[EmojiState]
-    review_deadline: datetime | None = None
+    character: CharacterState = Field(default_factory=CharacterState)
+    actions: list[ActionState]
+    review_deadline: datetime | None = Field(default=None, description="When the current wait for a person ends.")
     approved_by: str | None = None
     cancel_reason: str | None = None
     notice: str | None = Field(default=None, description="Last thing a reviewer should know, e.g. a refused approval.")
@@ -323,49 +511,112 @@ class EmojiSetState(_Model):
     )
     runs: int = Field(default=1, description="How many workflow runs (continue-as-new) this set has used.")
 
-    def frames(self) -> list[tuple[EmojiState, FrameState]]:
-        return [(emoji, frame) for emoji in self.emojis for frame in emoji.frames]
+    def frames(self) -> list[tuple[ActionState, FrameState]]:
+        return [(action, frame) for action in self.actions for frame in action.frames]
 
     def frames_done(self) -> int:
         return sum(1 for _, frame in self.frames() if frame.status is FrameStatus.READY)
 
     def frames_total(self) -> int:
-        return sum(len(emoji.frames) for emoji in self.emojis)
+        return len(self.actions) * self.input.frames_per_emoji
 
-    def unusable_frames(self) -> list[str]:
-        """Frames with no usable candidate, as ``pose#frame`` labels."""
-        return [f"{e.pose}#{f.index}" for e, f in self.frames() if f.status is not FrameStatus.READY]
+    def unusable(self) -> list[str]:
+        """What keeps the set from being assembled: actions not yet animated, ``action#frame`` slots with no usable
+        candidate."""
+        blocked = [a.name for a in self.actions if a.stage is not ActionStage.READY]
+        ready = [(a, f) for a, f in self.frames() if a.stage is ActionStage.READY]
+        return blocked + [f"{a.name}#{f.index}" for a, f in ready if f.status is not FrameStatus.READY]
 
-    def emoji(self, pose: str) -> EmojiState | None:
-        return next((e for e in self.emojis if e.pose == pose), None)
+    def action(self, name: str) -> ActionState | None:
+        return next((a for a in self.actions if a.name == name), None)
+
+    def awaiting(self) -> list[str]:
+        """What the set waits for people to do: the ``EmojiSetAwaiting`` search attribute."""
+        waits = []
+        if self.phase is Phase.AWAITING_CHARACTER_REVIEW:
+            waits.append("character_review")
+        if any(a.stage is ActionStage.AWAITING_START_FRAME_REVIEW for a in self.actions):
+            waits.append("start_frame_review")
+        if any(a.stage is ActionStage.WAITING_FOR_PROMPT for a in self.actions) or any(
+            f.status is FrameStatus.FAILED for _, f in self.frames()
+        ):
+            waits.append("custom_prompt")
+        if self.phase is Phase.AWAITING_REVIEW:
+            waits.append("final_review")
+        return waits
 
 
 # --- Messages ----------------------------------------------------------------------------------------------------
 
+CustomPrompt = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=500)]
+
+
+class PickCharacterInput(_Model):
+    """Update ``pick_character``: use another character candidate (before start frames are made from it)."""
+
+    candidate: int = Field(ge=0)
+
+
+class ApproveCharacterInput(_Model):
+    """Update ``approve_character``: go on with the picked character (policy ``human``)."""
+
+    reviewer: Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)] = ""
+
+
+class PickStartFrameInput(_Model):
+    """Update ``pick_start_frame``: choose which start frame candidate an action uses (not yet approving it)."""
+
+    action: str
+    candidate: int = Field(ge=0)
+
+
+class ApproveStartFramesInput(_Model):
+    """Update ``approve_start_frames``: animate these actions from their picked start frames (empty: every action
+    whose start frame awaits review)."""
+
+    actions: list[str] = Field(default_factory=list)
+    reviewer: Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)] = ""
+
+
+class RegenerateStartFrameInput(_Model):
+    """Update ``regenerate_start_frame``: new start frame candidates for an action from a custom pose prompt."""
+
+    action: str
+    prompt: CustomPrompt
+    candidates: int | None = Field(default=None, ge=1, le=4)
+
 
 class PickCandidateInput(_Model):
-    """Update ``pick_candidate``: choose by hand which candidate a frame uses."""
+    """Update ``pick_candidate``: choose by hand which candidate a frame slot uses."""
 
     emoji: str
     frame: int = Field(ge=0)
     candidate: int = Field(ge=0)
 
 
-class RegenerateFrameInput(_Model):
-    """Update ``regenerate_frame``: new candidates from a custom prompt, for one frame or (frame omitted) a whole emoji.
-
-    The new candidates are appended; the frame's pick moves to the best new one only if the frame had no usable
-    candidate or the pick was automatic.
-    """
+class PickTakeInput(_Model):
+    """Update ``pick_take``: use one take for a whole emoji (each slot's chosen frame of that take)."""
 
     emoji: str
-    frame: int | None = Field(default=None, ge=0)
-    prompt: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=500)]
-    candidates: int | None = Field(default=None, ge=1, le=MAX_CANDIDATES_PER_FRAME)
+    take: int = Field(ge=0)
 
 
-class RegenerateFrameResult(_Model):
-    frames: list[FrameState]
+class RegenerateActionInput(_Model):
+    """Update ``regenerate_action``: a new take of an emoji's clip from a custom motion prompt; its frames join
+    every slot's candidates."""
+
+    emoji: str
+    motion_prompt: CustomPrompt
+
+
+class RegenerateFrameInput(_Model):
+    """Update ``regenerate_frame``: new candidates for one frame slot, an image edit of its picked (or chosen) frame
+    with a custom prompt."""
+
+    emoji: str
+    frame: int = Field(ge=0)
+    prompt: CustomPrompt
+    candidates: int | None = Field(default=None, ge=1, le=4)
 
 
 class ApproveInput(_Model):
@@ -413,20 +664,55 @@ class EmojiSetResult(_Model):
 # --- Activities --------------------------------------------------------------------------------------------------
 
 
-class GenerateFrameInput(_Model):
-    """Activity ``generate_frame``: draw ``count`` candidates for one frame and store them."""
+class CheckGeneratorInput(_Model):
+    """Activity ``check_generator``: check a generator name and its configuration before any work."""
+
+    generator: str
+
+
+class PrepareUploadInput(_Model):
+    """Activity ``prepare_upload``: check an uploaded character picture and clean it as the original did (cut out,
+    on plain white, cropped to its content and padded square)."""
 
     set_id: str
-    pose: PosePreset
-    character_prompt: str
+    upload: ArtifactRef
+    size: int = Field(ge=64, le=2048)
+
+
+class GenerateCharacterInput(_Model):
+    """Activity ``generate_character``: ``count`` character candidates from the prompt, on white, full body."""
+
+    set_id: str
+    prompt: str
     style: str
-    prompt: str = Field(description="The full prompt for this frame (character, pose, and any custom reviewer prompt).")
-    frame: int
-    frame_count: int
-    first_candidate: int = Field(description="Index of the first new candidate; keys are deterministic from it.")
-    count: int
+    first_candidate: int
+    count: int = Field(ge=1, le=4)
     generator: str
-    image_size: int
+    size: int
+    seed: int
+
+
+class CharacterRef(_Model):
+    """The picked character as generators see it: its image, and the prompt and candidate it came from (a drawing
+    generator draws the same character again from them; an image model edits the image)."""
+
+    image: ArtifactRef
+    prompt: str | None = None
+    candidate: int = 0
+
+
+class GenerateStartFrameInput(_Model):
+    """Activity ``generate_start_frame``: ``count`` start frames, the character in the action's pose."""
+
+    set_id: str
+    action: ActionSpec
+    character: CharacterRef
+    prompt: str = Field(description="The pose prompt: the action's own, or a reviewer's custom one.")
+    style: str
+    first_candidate: int
+    count: int = Field(ge=1, le=4)
+    generator: str
+    size: int
     seed: int
 
 
@@ -435,13 +721,83 @@ class GeneratedCandidate(_Model):
     image: ArtifactRef
 
 
-class GenerateFrameOutput(_Model):
+class GeneratedImages(_Model):
     candidates: list[GeneratedCandidate]
     generator: str
 
 
+class GenerateClipInput(_Model):
+    """Activity ``generate_clip``: one image-to-video take from the approved start frame (seconds to minutes; the
+    provider's task id is heartbeated, so a retried attempt resumes the same paid task)."""
+
+    set_id: str
+    action: ActionSpec
+    character: CharacterRef
+    start_frame: ArtifactRef
+    motion_prompt: str = Field(description="The motion prompt: the action's own, or a reviewer's custom one.")
+    take: int
+    seconds: float
+    fps: int
+    generator: str
+    size: int
+    seed: int
+
+
+class ClipOutput(_Model):
+    clip: ArtifactRef
+    generator: str
+    task_id: str | None = Field(default=None, description="The provider's task, for the operator.")
+
+
+class ExtractFramesInput(_Model):
+    """Activity ``extract_frames``: decode a clip, choose ``frames`` frames over a loop that closes smoothly, and
+    store each slot's chosen frame with ``neighbours`` clip frames either side as its candidates."""
+
+    set_id: str
+    action: str
+    take: int
+    clip: ArtifactRef
+    frames: int = Field(ge=2, le=MAX_FRAMES_PER_EMOJI)
+    neighbours: int = Field(ge=0, le=4)
+    size: int
+
+
+class ClipFrame(_Model):
+    """One extracted clip frame offered as a candidate."""
+
+    source_frame: int
+    offset: int
+    image: ArtifactRef
+    quality: float = Field(ge=0.0, le=1.0)
+
+
+class ExtractFramesOutput(_Model):
+    slots: list[list[ClipFrame]] = Field(description="Per frame slot: its chosen frame first, then its neighbours.")
+    source_frames: int
+    fps: float
+    loop: tuple[int, int]
+
+
+class EditFrameInput(_Model):
+    """Activity ``edit_frame``: ``count`` new candidates for a frame slot, an image edit of ``source``."""
+
+    set_id: str
+    action: ActionSpec
+    character: CharacterRef
+    frame: int
+    frames: int
+    source: ArtifactRef
+    prompt: str
+    style: str
+    first_candidate: int
+    count: int = Field(ge=1, le=4)
+    generator: str
+    size: int
+    seed: int
+
+
 class MatteFrameInput(_Model):
-    """Activity ``matte_frame`` (GPU queue): cut one candidate out of its background."""
+    """One candidate to cut out of its background (inside ``matte_slot``, and one RunPod job)."""
 
     source: ArtifactRef
     output_key: str = Field(description="Artifact key for the RGBA result; deterministic, so a retry overwrites.")
@@ -458,6 +814,38 @@ class MatteFrameOutput(_Model):
     elapsed_ms: float
 
 
+class MatteSlotInput(_Model):
+    """Activity ``matte_slot`` (GPU queue): cut out every candidate of one frame slot, in one turn on the GPU."""
+
+    pipeline: str
+    candidates: list[ArtifactRef] = Field(min_length=1, max_length=MAX_CANDIDATES_PER_FRAME_TOTAL)
+    output_keys: list[str] = Field(min_length=1, max_length=MAX_CANDIDATES_PER_FRAME_TOTAL)
+
+    @model_validator(mode="after")
+    def _paired(self) -> MatteSlotInput:
+        if len(self.candidates) != len(self.output_keys):
+            raise ValueError(f"{len(self.candidates)} candidates but {len(self.output_keys)} output keys")
+        return self
+
+    def frames(self) -> list[MatteFrameInput]:
+        return [
+            MatteFrameInput(source=source, output_key=key, pipeline=self.pipeline)
+            for source, key in zip(self.candidates, self.output_keys, strict=True)
+        ]
+
+
+class MatteCandidateResult(_Model):
+    """One candidate's outcome: its cut-out, or its own failure (the others of the slot are unaffected)."""
+
+    output: MatteFrameOutput | None = None
+    failure: FailureType | None = None
+    error: str | None = None
+
+
+class MatteSlotOutput(_Model):
+    results: list[MatteCandidateResult] = Field(description="In the order of the input's candidates.")
+
+
 class DescribePipelineInput(_Model):
     """Activity ``describe_pipeline`` (GPU queue): check a pipeline name where the engines live, before any work."""
 
@@ -469,12 +857,6 @@ class PipelineDescription(_Model):
     steps: list[str]
     device: str
     precision: str
-
-
-class CheckGeneratorInput(_Model):
-    """Activity ``check_generator``: check a generator name and its configuration before any work."""
-
-    generator: str
 
 
 class AssembleEmojiInput(_Model):

@@ -1,18 +1,26 @@
-"""The EmojiSet workflow: generate, matte, review, assemble.
+"""The EmojiSet workflow: character, start frames, clips, frames, matting, review, assembly.
 
-A set is one animated emoji per pose preset. The workflow generates ``candidates_per_frame`` images for every frame
-(CPU queue), mattes every candidate on the GPU queue with at most ``max_parallel_matting`` in flight, auto-picks the
-best cut-out per frame, then waits for people: they pick candidates, regenerate frames with custom prompts, approve or
-cancel, and a deadline ends a forgotten review. Approved sets are assembled into stickers and sheets.
+A set is one animated emoji per action. The character comes from a prompt (generated candidates, auto-picked) or from
+an upload (cleaned). Per action, start frames show the character in the action's pose; a person approves, picks or
+regenerates them (or the ``auto`` policy goes on with the first). Each approved action is animated by
+``takes_per_action`` image-to-video clips; each clip is decoded and ``frames_per_emoji`` frames spread over a loop that
+closes smoothly, every slot keeping the chosen clip frame, its neighbours and the same slot of the other takes as its
+candidates. Each slot's candidates are matted together by one activity on the GPU queue, as soon as its clip is
+extracted (actions are pipelined: one action mattes while another still animates). The auto-pick takes the best
+cut-outs that also read as one smooth animation (:mod:`workflows.picking`). People then pick candidates and takes,
+regenerate actions and frames with custom prompts, approve or cancel; deadlines end forgotten waits. Approved sets are
+assembled and exported.
 
-Deterministic and light: no I/O, no image libraries; GPU activities are called by name.
+Deterministic and light: no I/O, no image libraries; activities are called by name.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -21,49 +29,68 @@ from temporalio.exceptions import ActivityError, CancelledError
 with workflow.unsafe.imports_passed_through():
     import pydantic
 
-    from workflows import keys, progress
+    from workflows import keys, picking, progress
     from workflows import search_attributes as sa
     from workflows.contract import (
         GPU_TASK_QUEUE,
         MAX_CANDIDATES_PER_FRAME_TOTAL,
         MAX_CANDIDATES_PER_SET,
+        MAX_TAKES_PER_ACTION_TOTAL,
         NON_RETRYABLE_FAILURES,
         WORKFLOW_TYPE,
+        ActionStage,
+        ActionState,
         ActivityName,
+        ApproveCharacterInput,
         ApproveInput,
+        ApproveStartFramesInput,
         ArtifactRef,
         AssembleEmojiInput,
         CancelInput,
         Candidate,
         CandidateStatus,
+        CharacterRef,
         CheckExportsInput,
         CheckGeneratorInput,
+        ClipOutput,
         ContactSheetInput,
         DeadlinePolicy,
         DescribePipelineInput,
+        EditFrameInput,
         EmojiFramesRef,
         EmojiOutput,
         EmojiSetInput,
         EmojiSetResult,
         EmojiSetState,
-        EmojiState,
         ExportTarget,
+        ExtractFramesInput,
+        ExtractFramesOutput,
         FailureType,
         FrameState,
         FrameStatus,
-        GenerateFrameInput,
-        GenerateFrameOutput,
-        MatteFrameInput,
-        MatteFrameOutput,
+        GenerateCharacterInput,
+        GenerateClipInput,
+        GeneratedImages,
+        GenerateStartFrameInput,
+        ImageCandidate,
+        MatteSlotInput,
+        MatteSlotOutput,
         Phase,
         PickCandidateInput,
+        PickCharacterInput,
         PickSource,
+        PickStartFrameInput,
+        PickTakeInput,
         PipelineDescription,
+        PrepareUploadInput,
+        RegenerateActionInput,
         RegenerateFrameInput,
-        RegenerateFrameResult,
+        RegenerateStartFrameInput,
+        StagePolicy,
+        TakeState,
+        TakeStatus,
     )
     from workflows.exports import export_packages, failure_reason
-    from workflows.presets import PRESETS
 
 NON_RETRYABLE = sorted(failure.value for failure in NON_RETRYABLE_FAILURES)
 """Listed in every retry policy: workers raise these non-retryable already; the list also covers an activity that
@@ -82,18 +109,24 @@ MATTE_RETRY = RetryPolicy(
     maximum_attempts=5,
     non_retryable_error_types=NON_RETRYABLE,
 )
-ASSEMBLE_RETRY = RetryPolicy(maximum_attempts=3, non_retryable_error_types=NON_RETRYABLE)
-CHECK_RETRY = RetryPolicy(maximum_attempts=3, non_retryable_error_types=NON_RETRYABLE)
+STEP_RETRY = RetryPolicy(maximum_attempts=3, non_retryable_error_types=NON_RETRYABLE)
 
+MATTE = "matte.png"
 PROGRESS_STEPS = 20
 """How many times the EmojiSetFramesDone search attribute is updated while the frames get done."""
 
-TERMINAL_PHASES = (Phase.ASSEMBLING, Phase.COMPLETED, Phase.CANCELLED, Phase.EXPIRED)
+CLOSED_PHASES = (Phase.ASSEMBLING, Phase.COMPLETED, Phase.CANCELLED, Phase.EXPIRED)
+PRODUCTION_PHASES = (Phase.START_FRAMES, Phase.ANIMATING, Phase.MATTING, Phase.AWAITING_START_FRAME_REVIEW)
+ANIMATED_STAGES = (ActionStage.ANIMATING, ActionStage.MATTING, ActionStage.READY)
+
+
+class _Expired(Exception):
+    """A deadline passed on a wait whose policy is to expire the set."""
 
 
 @workflow.defn(name=WORKFLOW_TYPE, failure_exception_types=[pydantic.ValidationError])
 class EmojiSetWorkflow:
-    """One emoji set from prompt to exported stickers. The set id is the workflow id."""
+    """One emoji set from a character to exported stickers. The set id is the workflow id."""
 
     @workflow.init
     def __init__(self, input: EmojiSetInput, resume: EmojiSetState | None = None) -> None:
@@ -102,49 +135,154 @@ class EmojiSetWorkflow:
         input = EmojiSetInput.model_validate(input)
         resume = None if resume is None else EmojiSetState.model_validate(resume)
         self._state = resume or _initial_state(workflow.info().workflow_id, input)
+        self._character_approved = resume is not None
         self._approval: ApproveInput | None = None
         self._cancellation: CancelInput | None = None
-        self._regenerations_in_flight = 0
+        self._busy = 0
+        self._tasks: set[asyncio.Task[None]] = set()
         self._matting_slots = asyncio.Semaphore(input.max_parallel_matting)
-        self._next_candidate: dict[tuple[str, int], int] = {}
-        self._published: tuple[str, int] | None = None
+        self._reserved: dict[tuple[str, int], int] = {}
+        self._published: tuple[Any, ...] | None = None
 
     @workflow.run
     async def run(self, input: EmojiSetInput, resume: EmojiSetState | None = None) -> EmojiSetResult:
         """Run the set to its end: completed, cancelled or expired."""
         try:
-            if resume is None:
-                self._publish()
-                production = asyncio.create_task(self._produce())
-                await workflow.wait_condition(lambda: production.done() or self._cancellation is not None)
-                if not production.done():
-                    production.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, ActivityError):  # activities cancelled
-                        await production
-                    return self._finish(Phase.CANCELLED, self._cancel_reason())
-                await production
-            review_end = await self._review()
-            if review_end is not Phase.ASSEMBLING:
-                return self._finish(review_end, self._state.cancel_reason or self._state.notice)
+            try:
+                if resume is None:
+                    self._publish()
+                    await self._until_cancelled(self._produce())
+                end = await self._until_cancelled(self._review())
+            except _Expired as expired:
+                return self._finish(Phase.EXPIRED, str(expired))
+            if end is Phase.CANCELLED:
+                return self._finish(Phase.CANCELLED, self._cancel_reason())
             return await self._assemble()
         except asyncio.CancelledError:
             self._set_phase(Phase.CANCELLED)
             raise
 
-    # --- Messages ------------------------------------------------------------------------------------------------
+    async def _until_cancelled(self, work: Coroutine[Any, Any, Phase | None]) -> Phase | None:
+        """Run ``work``; a cancel signal stops it and everything it spawned (returns CANCELLED)."""
+        task = asyncio.create_task(work)
+        await workflow.wait_condition(lambda: task.done() or self._cancellation is not None)
+        if task.done():
+            return task.result()
+        for running in [task, *self._tasks]:
+            running.cancel()
+        for running in [task, *self._tasks]:
+            with contextlib.suppress(asyncio.CancelledError, ActivityError, _Expired):
+                await running
+        return Phase.CANCELLED
 
-    @workflow.query(description="The set's phase, every frame's candidates (references, scores) and the picks.")
+    # --- Queries and messages ------------------------------------------------------------------------------------
+
+    @workflow.query(description="The set's phase, the character, every action's start frames, takes and frame slots.")
     def get_state(self) -> EmojiSetState:
-        """Phase, every frame's candidates with references and scores, and the picks."""
+        """Phase, character, each action's start frames, takes and frame slots with candidates, scores and picks."""
         return self._state
 
+    @workflow.update(description='Use another character candidate: {"candidate": 1}.')
+    def pick_character(self, pick: PickCharacterInput) -> ImageCandidate:
+        """Use another character candidate, while the character awaits review."""
+        character = self._state.character
+        character.pick, character.picked_by = pick.candidate, PickSource.HUMAN
+        self._publish()
+        picked = character.picked()
+        assert picked is not None  # checked by the validator
+        return picked
+
+    @pick_character.validator
+    def _validate_pick_character(self, pick: PickCharacterInput) -> None:
+        self._require_open("character picks")
+        if self._state.phase is not Phase.AWAITING_CHARACTER_REVIEW:
+            raise ValueError(
+                "the character is settled: start frames are made from it (review policy character=human lets a "
+                "person pick before that)"
+            )
+        known = [c.index for c in self._state.character.candidates]
+        if pick.candidate not in known:
+            raise ValueError(f"there is no character candidate {pick.candidate}; candidates: {known}")
+
+    @workflow.update(description='Go on with the picked character: {"reviewer": "ana"}.')
+    def approve_character(self, approval: ApproveCharacterInput) -> None:
+        """Make start frames from the picked character."""
+        self._character_approved = True
+
+    @approve_character.validator
+    def _validate_approve_character(self, approval: ApproveCharacterInput) -> None:
+        self._require_open("character approvals")
+        if self._state.phase is not Phase.AWAITING_CHARACTER_REVIEW:
+            raise ValueError(f"the character does not await review (the set is {self._state.phase.value})")
+
+    @workflow.update(description='Use another start frame for an action: {"action": "wave", "candidate": 1}.')
+    def pick_start_frame(self, pick: PickStartFrameInput) -> ActionState:
+        """Choose an action's start frame (approve it with approve_start_frames)."""
+        action = self._require_action(pick.action)
+        action.start_frame_pick = pick.candidate
+        self._publish()
+        return action
+
+    @pick_start_frame.validator
+    def _validate_pick_start_frame(self, pick: PickStartFrameInput) -> None:
+        self._require_open("start frame picks")
+        action = self._require_start_frame_review(pick.action)
+        known = [c.index for c in action.start_frames]
+        if pick.candidate not in known:
+            raise ValueError(f"{pick.action} has no start frame {pick.candidate}; candidates: {known}")
+
+    @workflow.update(
+        description='Animate actions from their picked start frames: {"actions": ["wave"]}; [] for every action '
+        "whose start frame awaits review."
+    )
+    def approve_start_frames(self, approval: ApproveStartFramesInput) -> list[str]:
+        """Approve start frames: each approved action starts animating at once. Returns the approved actions."""
+        names = approval.actions or [a.name for a in self._awaiting_start_frames()]
+        for name in names:
+            self._approve_start_frame(self._require_action(name), approval.reviewer or "reviewer")
+        return names
+
+    @approve_start_frames.validator
+    def _validate_approve_start_frames(self, approval: ApproveStartFramesInput) -> None:
+        self._require_open("start frame approvals")
+        if not approval.actions and not self._awaiting_start_frames():
+            raise ValueError("no start frame awaits review")
+        for name in approval.actions:
+            self._require_start_frame_review(name)
+
+    @workflow.update(
+        unfinished_policy=workflow.HandlerUnfinishedPolicy.ABANDON,
+        description='New start frames from a custom pose prompt: {"action": "wave", "prompt": "..."}.',
+    )
+    async def regenerate_start_frame(self, request: RegenerateStartFrameInput) -> ActionState:
+        """Make new start frame candidates for an action (awaiting review, or waiting after a failure); returns
+        the action once they are made."""
+        action = self._require_action(request.action)
+        count = request.candidates or self._state.input.start_frame_candidates
+        await self._busy_with(self._start_frames(action, count, request.prompt))
+        return action
+
+    @regenerate_start_frame.validator
+    def _validate_regenerate_start_frame(self, request: RegenerateStartFrameInput) -> None:
+        self._require_open("regenerations")
+        action = self._require_action(request.action)
+        if action.stage not in (ActionStage.AWAITING_START_FRAME_REVIEW, ActionStage.WAITING_FOR_PROMPT) or (
+            action.start_frame_approved_by is not None
+        ):
+            raise ValueError(
+                f"{request.action} is {action.stage.value} with its start frame "
+                f"{'approved' if action.start_frame_approved_by else 'being made'}; "
+                "regenerate_action makes a new take with a custom motion prompt"
+            )
+
     @workflow.update(description='Use a candidate by hand: {"emoji": "wave", "frame": 3, "candidate": 1}.')
-    async def pick_candidate(self, pick: PickCandidateInput) -> FrameState:
-        """Use a candidate of a frame by hand; returns the frame."""
-        frame = self._require_frame(pick.emoji, pick.frame)
+    def pick_candidate(self, pick: PickCandidateInput) -> FrameState:
+        """Use a candidate of a frame slot by hand; returns the slot."""
+        action = self._require_action(pick.emoji)
+        frame = action.frames[pick.frame]
         frame.pick, frame.picked_by = pick.candidate, PickSource.HUMAN
         self._state.notice = None
-        self._refresh(frame)
+        self._refresh(action)
         return frame
 
     @pick_candidate.validator
@@ -161,53 +299,88 @@ class EmojiSetWorkflow:
                 + (f": {candidate.error}" if candidate.error else "")
             )
 
+    @workflow.update(description='Use one take for a whole emoji: {"emoji": "wave", "take": 1}.')
+    def pick_take(self, pick: PickTakeInput) -> ActionState:
+        """Pick, in every slot, the take's best-placed usable candidate (its chosen clip frame when usable)."""
+        action = self._require_action(pick.emoji)
+        action.take_pick = pick.take
+        for frame in action.frames:
+            own = [c for c in frame.usable() if c.take == pick.take]
+            if own:
+                best = min(own, key=lambda c: (abs(c.offset), -picking.merit(c), c.index))
+                frame.pick, frame.picked_by = best.index, PickSource.HUMAN
+        self._refresh(action)
+        return action
+
+    @pick_take.validator
+    def _validate_pick_take(self, pick: PickTakeInput) -> None:
+        self._require_open("picks")
+        action = self._require_action(pick.emoji)
+        take = next((t for t in action.takes if t.index == pick.take), None)
+        if take is None:
+            raise ValueError(f"{pick.emoji} has no take {pick.take}; takes: {[t.index for t in action.takes]}")
+        if take.status is not TakeStatus.READY:
+            raise ValueError(
+                f"{pick.emoji} take {pick.take} is {take.status.value}" + (f": {take.error}" if take.error else "")
+            )
+        if not any(c.take == pick.take for f in action.frames for c in f.usable()):
+            raise ValueError(f"{pick.emoji} take {pick.take} has no usable frame yet (its frames are being matted)")
+
     @workflow.update(
         unfinished_policy=workflow.HandlerUnfinishedPolicy.ABANDON,
-        description='New candidates from a custom prompt: {"emoji": "wave", "frame": 3, "prompt": "..."}; '
-        "omit frame for the whole emoji.",
+        description='A new take from a custom motion prompt: {"emoji": "wave", "motion_prompt": "..."}; returns '
+        "the take at once (it animates for minutes: follow it with get_state).",
     )
-    async def regenerate_frame(self, request: RegenerateFrameInput) -> RegenerateFrameResult:
-        """Generate and matte new candidates from a custom prompt, for one frame or a whole emoji.
+    def regenerate_action(self, request: RegenerateActionInput) -> TakeState:
+        """Start a new take of an emoji's clip with a custom motion prompt; its frames join every slot's
+        candidates once extracted and matted."""
+        action = self._require_action(request.emoji)
+        take = TakeState(index=len(action.takes), motion_prompt=request.motion_prompt)
+        action.takes.append(take)
+        if action.stage is not ActionStage.READY:
+            action.stage, action.error = ActionStage.ANIMATING, None
+        self._spawn(self._take(action, take))
+        self._publish()
+        return take
 
-        Runs while the set stays reviewable; an approval waits for running regenerations to finish, a cancellation
-        abandons them.
-        """
-        emoji = self._state.emoji(request.emoji)
-        assert emoji is not None  # checked by the validator
-        frames = emoji.frames if request.frame is None else [emoji.frames[request.frame]]
-        count = request.candidates or self._state.input.candidates_per_frame
-        self._regenerations_in_flight += 1
-        try:
-            await asyncio.gather(
-                *(self._produce_frame(emoji, frame, count, request.prompt, regeneration=True) for frame in frames)
-            )
-        finally:
-            self._regenerations_in_flight -= 1
-            self._publish()
-        return RegenerateFrameResult(frames=frames)
+    @regenerate_action.validator
+    def _validate_regenerate_action(self, request: RegenerateActionInput) -> None:
+        self._require_open("regenerations")
+        action = self._require_action(request.emoji)
+        if action.start_frame_approved_by is None:
+            raise ValueError(f"{request.emoji} has no approved start frame yet: approve or regenerate it first")
+        if len(action.takes) >= MAX_TAKES_PER_ACTION_TOTAL:
+            raise ValueError(f"{request.emoji} already has {len(action.takes)} takes, the most an action may have")
+        new = self._state.input.frames_per_emoji * (2 * self._state.input.neighbours + 1)
+        self._require_room(action, new, per_slot=2 * self._state.input.neighbours + 1)
+
+    @workflow.update(
+        unfinished_policy=workflow.HandlerUnfinishedPolicy.ABANDON,
+        description='New candidates for a frame, an image edit with a custom prompt: {"emoji": "wave", "frame": 3, '
+        '"prompt": "..."}; returns the slot once they are matted.',
+    )
+    async def regenerate_frame(self, request: RegenerateFrameInput) -> FrameState:
+        """Edit a frame slot's picked (or chosen) frame with a custom prompt; the best new candidate becomes the
+        pick."""
+        action = self._require_action(request.emoji)
+        frame = action.frames[request.frame]
+        count = request.candidates or self._state.input.start_frame_candidates
+        await self._busy_with(self._edit_frame(action, frame, count, request.prompt))
+        return frame
 
     @regenerate_frame.validator
-    def _validate_regenerate(self, request: RegenerateFrameInput) -> None:
+    def _validate_regenerate_frame(self, request: RegenerateFrameInput) -> None:
         self._require_open("regenerations")
-        if self._state.phase is not Phase.AWAITING_REVIEW:
-            raise ValueError(f"the set is still {self._state.phase.value}; regenerate frames once it awaits review")
-        emoji = self._state.emoji(request.emoji)
-        if emoji is None:
-            raise ValueError(f"unknown emoji {request.emoji!r}; this set has {[e.pose for e in self._state.emojis]}")
-        frames = emoji.frames if request.frame is None else [self._require_frame(request.emoji, request.frame)]
-        count = request.candidates or self._state.input.candidates_per_frame
-        in_set = sum(self._reserved(e.pose, f) for e, f in self._state.frames())
-        if in_set + count * len(frames) > MAX_CANDIDATES_PER_SET:
-            raise ValueError(f"the set would exceed {MAX_CANDIDATES_PER_SET} candidates")
-        for frame in frames:
-            if self._reserved(emoji.pose, frame) + count > MAX_CANDIDATES_PER_FRAME_TOTAL:
-                raise ValueError(
-                    f"{emoji.pose} frame {frame.index} would exceed {MAX_CANDIDATES_PER_FRAME_TOTAL} candidates"
-                )
+        frame = self._require_frame(request.emoji, request.frame)
+        if not frame.candidates:
+            raise ValueError(f"{request.emoji} frame {request.frame} has no frame to edit yet (its clip is not in)")
+        action = self._require_action(request.emoji)
+        count = request.candidates or self._state.input.start_frame_candidates
+        self._require_room(action, count, per_slot=count, frame=frame)
 
     @workflow.signal(description='Assemble the set with the current picks: {"reviewer": "ana"}.')
     def approve(self, approval: ApproveInput) -> None:
-        """Assemble the set with the current picks (refused while a frame has no usable candidate)."""
+        """Assemble the set with the current picks (refused while an emoji or frame is not usable)."""
         self._approval = approval
 
     @workflow.signal(description='Stop the set, nothing is assembled: {"reason": "..."}.')
@@ -215,22 +388,27 @@ class EmojiSetWorkflow:
         """Stop the set; nothing is assembled."""
         self._cancellation = cancellation
 
-    # --- Production: generate and matte --------------------------------------------------------------------------
+    # --- Production ----------------------------------------------------------------------------------------------
 
     async def _produce(self) -> None:
+        """Check the request, settle the character, then start every action; returns when no work is left and no
+        start frame awaits review (actions that failed for good wait for a custom prompt in the final review)."""
         await self._check_configuration()
-        self._set_phase(Phase.GENERATING)
-        count = self._state.input.candidates_per_frame
-        generated = await asyncio.gather(
-            *(self._generate(emoji, frame, count, prompt=None) for emoji, frame in self._state.frames())
-        )
-        self._set_phase(Phase.MATTING)
-        await asyncio.gather(
-            *(
-                self._matte_candidates(emoji, frame, candidates)
-                for (emoji, frame), candidates in zip(self._state.frames(), generated, strict=True)
+        await self._character()
+        self._state.phase = Phase.START_FRAMES
+        for action in self._state.actions:
+            self._spawn(self._start_frames(action, self._state.input.start_frame_candidates, None))
+        while True:
+            await workflow.wait_condition(lambda: self._busy == 0 or bool(self._awaiting_start_frames()))
+            if not self._awaiting_start_frames():
+                return
+            await self._wait_for_person(
+                lambda: not self._awaiting_start_frames(),
+                on_deadline=self._approve_waiting_start_frames,
+                what="start frame review",
             )
-        )
+            if not self._awaiting_start_frames():
+                self._state.review_deadline = None
 
     async def _check_configuration(self) -> None:
         """Fail fast on an unknown generator or matting pipeline, asked where they live, before any work; note the
@@ -244,22 +422,22 @@ class EmojiSetWorkflow:
                     task_queue=GPU_TASK_QUEUE,
                     result_type=PipelineDescription,
                     start_to_close_timeout=timedelta(minutes=10),
-                    retry_policy=CHECK_RETRY,
+                    retry_policy=STEP_RETRY,
                     summary=f"check matting pipeline {input.matting_pipeline}",
                 ),
                 workflow.execute_activity(
                     ActivityName.CHECK_GENERATOR,
                     CheckGeneratorInput(generator=input.generator),
                     start_to_close_timeout=timedelta(minutes=1),
-                    retry_policy=CHECK_RETRY,
+                    retry_policy=STEP_RETRY,
                     summary=f"check generator {input.generator}",
                 ),
                 workflow.execute_activity(
                     ActivityName.CHECK_EXPORTS,
-                    CheckExportsInput(targets=input.export_targets, emojis=len(input.poses)),
+                    CheckExportsInput(targets=input.export_targets, emojis=len(self._state.actions)),
                     result_type=list[str],
                     start_to_close_timeout=timedelta(minutes=1),
-                    retry_policy=CHECK_RETRY,
+                    retry_policy=STEP_RETRY,
                     summary=f"check export targets {', '.join(input.export_targets)}",
                 ),
             )
@@ -270,186 +448,372 @@ class EmojiSetWorkflow:
         self._state.pipeline_info = f"{description.pipeline} on {description.device} ({description.precision})"
         self._state.export_refusals = refusals
 
-    async def _produce_frame(
-        self, emoji: EmojiState, frame: FrameState, count: int, prompt: str, *, regeneration: bool
-    ) -> None:
-        new = await self._generate(emoji, frame, count, prompt)
-        if regeneration:
-            frame.regenerations += 1
-        await self._matte_candidates(emoji, frame, new, prefer_new=regeneration)
+    async def _character(self) -> None:
+        """The character: the cleaned upload, or generated candidates with the first picked; a person may pick
+        another under review policy ``character=human``. A character that cannot be made fails the set: nothing
+        else has been done yet."""
+        state, input = self._state, self._state.input
+        self._set_phase(Phase.CHARACTER)
+        try:
+            if input.character_image is not None:
+                cleaned = await workflow.execute_activity(
+                    ActivityName.PREPARE_UPLOAD,
+                    PrepareUploadInput(set_id=state.set_id, upload=input.character_image, size=input.image_size),
+                    result_type=ArtifactRef,
+                    start_to_close_timeout=timedelta(minutes=2),
+                    retry_policy=STEP_RETRY,
+                    summary="clean the uploaded character",
+                )
+                state.character.candidates = [ImageCandidate(index=0, image=cleaned)]
+                state.character.uploaded = True
+            else:
+                assert input.character_prompt is not None  # the input has one or the other
+                output = await workflow.execute_activity(
+                    ActivityName.GENERATE_CHARACTER,
+                    GenerateCharacterInput(
+                        set_id=state.set_id,
+                        prompt=input.character_prompt,
+                        style=input.style,
+                        first_candidate=0,
+                        count=input.character_candidates,
+                        generator=input.generator,
+                        size=input.image_size,
+                        seed=input.seed,
+                    ),
+                    result_type=GeneratedImages,
+                    start_to_close_timeout=timedelta(minutes=10),
+                    heartbeat_timeout=timedelta(minutes=2),
+                    retry_policy=GENERATE_RETRY,
+                    summary=f"generate {input.character_candidates} character candidates",
+                )
+                state.character.candidates = [ImageCandidate(index=c.index, image=c.image) for c in output.candidates]
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                raise
+            state.character.error = failure_reason(err)
+            message = f"the character could not be made: {state.character.error}"
+            raise FailureType.INVALID_REQUEST.error(message) from err
+        state.character.pick, state.character.picked_by = state.character.candidates[0].index, PickSource.AUTO
+        if input.review.character is StagePolicy.HUMAN and not state.character.uploaded:
+            self._set_phase(Phase.AWAITING_CHARACTER_REVIEW)
+            await self._wait_for_person(
+                lambda: self._character_approved,
+                on_deadline=self._approve_character_on_deadline,
+                what="character review",
+            )
+            state.review_deadline = None
 
-    async def _generate(self, emoji: EmojiState, frame: FrameState, count: int, prompt: str | None) -> list[Candidate]:
-        """Generate ``count`` new candidates for a frame; on failure for good, record it on the frame."""
+    def _approve_character_on_deadline(self) -> None:
+        self._character_approved = True
+
+    async def _start_frames(self, action: ActionState, count: int, prompt: str | None) -> None:
+        """Make start frame candidates for an action; then it awaits review, or (policy ``auto``) animates from the
+        first new one. A failure for good leaves it waiting for a custom prompt."""
         input = self._state.input
-        preset = PRESETS[emoji.pose]
-        key = (emoji.pose, frame.index)
-        first = self._reserved(emoji.pose, frame)
-        self._next_candidate[key] = first + count
-        full_prompt = f"{input.character_prompt}, {prompt or preset.prompt}"
-        if frame.status is not FrameStatus.READY:
-            frame.status = FrameStatus.GENERATING
+        first = len(action.start_frames)
+        action.stage, action.error = ActionStage.START_FRAME, None
         self._publish()
         try:
             output = await workflow.execute_activity(
-                ActivityName.GENERATE_FRAME,
-                GenerateFrameInput(
+                ActivityName.GENERATE_START_FRAME,
+                GenerateStartFrameInput(
                     set_id=self._state.set_id,
-                    pose=preset,
-                    character_prompt=input.character_prompt,
+                    action=action.action,
+                    character=self._character_ref(),
+                    prompt=prompt or action.action.pose_prompt,
                     style=input.style,
-                    prompt=full_prompt,
-                    frame=frame.index,
-                    frame_count=input.frames_per_emoji,
                     first_candidate=first,
                     count=count,
                     generator=input.generator,
-                    image_size=input.image_size,
+                    size=input.image_size,
                     seed=input.seed,
                 ),
-                result_type=GenerateFrameOutput,
+                result_type=GeneratedImages,
                 start_to_close_timeout=timedelta(minutes=10),
                 heartbeat_timeout=timedelta(minutes=2),
                 retry_policy=GENERATE_RETRY,
-                summary=f"generate {emoji.pose} frame {frame.index} candidates {first}-{first + count - 1}",
+                summary=f"start frames {first}-{first + count - 1} for {action.name}",
             )
         except ActivityError as err:
             if isinstance(err.cause, CancelledError):
                 raise
-            frame.error = f"generation failed: {failure_reason(err)}"
-            self._refresh(frame)
-            return []
-        new = [Candidate(index=c.index, prompt=prompt, source=c.image) for c in output.candidates]
-        frame.candidates = sorted([*frame.candidates, *new], key=lambda c: c.index)
-        frame.error = None
-        return new
+            action.stage = ActionStage.WAITING_FOR_PROMPT
+            action.error = f"start frame failed: {failure_reason(err)}"
+            self._publish()
+            return
+        action.start_frames += [ImageCandidate(index=c.index, image=c.image, prompt=prompt) for c in output.candidates]
+        action.start_frame_pick = output.candidates[0].index
+        if input.review.start_frames is StagePolicy.AUTO:
+            self._approve_start_frame(action, "auto")
+        else:
+            action.stage = ActionStage.AWAITING_START_FRAME_REVIEW
+            self._publish()
 
-    async def _matte_candidates(
-        self, emoji: EmojiState, frame: FrameState, candidates: list[Candidate], *, prefer_new: bool = False
-    ) -> None:
+    def _approve_start_frame(self, action: ActionState, approved_by: str) -> None:
+        action.start_frame_approved_by = approved_by
+        action.stage = ActionStage.ANIMATING
+        action.takes = [TakeState(index=i) for i in range(self._state.input.takes_per_action)]
+        for take in action.takes:
+            self._spawn(self._take(action, take))
+        self._publish()
+
+    def _approve_waiting_start_frames(self) -> None:
+        for action in self._awaiting_start_frames():
+            self._approve_start_frame(action, "review deadline (auto-approve)")
+
+    async def _take(self, action: ActionState, take: TakeState) -> None:
+        """One take: its clip, its frames, then every slot's new candidates matted."""
+        input, set_id = self._state.input, self._state.set_id
+        start_frame = action.start_frame()
+        assert start_frame is not None  # approved
+        try:
+            clip = await workflow.execute_activity(
+                ActivityName.GENERATE_CLIP,
+                GenerateClipInput(
+                    set_id=set_id,
+                    action=action.action,
+                    character=self._character_ref(),
+                    start_frame=start_frame.image,
+                    motion_prompt=take.motion_prompt or action.action.motion_prompt,
+                    take=take.index,
+                    seconds=input.clip_seconds,
+                    fps=input.clip_fps,
+                    generator=input.generator,
+                    size=input.image_size,
+                    seed=input.seed,
+                ),
+                result_type=ClipOutput,
+                start_to_close_timeout=timedelta(minutes=30),
+                heartbeat_timeout=timedelta(minutes=2),
+                retry_policy=GENERATE_RETRY,
+                summary=f"clip of {action.name} take {take.index}",
+            )
+            take.clip, take.status = clip.clip, TakeStatus.EXTRACTING
+            self._publish()
+            frames = await workflow.execute_activity(
+                ActivityName.EXTRACT_FRAMES,
+                ExtractFramesInput(
+                    set_id=set_id,
+                    action=action.name,
+                    take=take.index,
+                    clip=clip.clip,
+                    frames=input.frames_per_emoji,
+                    neighbours=input.neighbours,
+                    size=input.image_size,
+                ),
+                result_type=ExtractFramesOutput,
+                start_to_close_timeout=timedelta(minutes=5),
+                retry_policy=STEP_RETRY,
+                summary=f"frames of {action.name} take {take.index}",
+            )
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                raise
+            take.status, take.error = TakeStatus.FAILED, failure_reason(err)
+            self._settle(action)
+            return
+        take.status, take.source_frames, take.fps, take.loop = (
+            TakeStatus.READY,
+            frames.source_frames,
+            frames.fps,
+            frames.loop,
+        )
+        if action.stage is not ActionStage.READY:
+            action.stage = ActionStage.MATTING
+        new_per_slot = []
+        for frame, slot in zip(action.frames, frames.slots, strict=True):
+            first = self._reserve(action, frame, len(slot))
+            new = [
+                Candidate(
+                    index=first + i,
+                    source=clip_frame.image,
+                    take=take.index,
+                    source_frame=clip_frame.source_frame,
+                    offset=clip_frame.offset,
+                    quality=clip_frame.quality,
+                )
+                for i, clip_frame in enumerate(slot)
+            ]
+            frame.candidates += new
+            new_per_slot.append(new)
+        self._publish()
+        await asyncio.gather(
+            *(self._matte(action, frame, new) for frame, new in zip(action.frames, new_per_slot, strict=True))
+        )
+        self._settle(action)
+
+    async def _edit_frame(self, action: ActionState, frame: FrameState, count: int, prompt: str) -> None:
+        input = self._state.input
+        base = frame.picked() or frame.candidates[0]
+        first = self._reserve(action, frame, count)
+        try:
+            output = await workflow.execute_activity(
+                ActivityName.EDIT_FRAME,
+                EditFrameInput(
+                    set_id=self._state.set_id,
+                    action=action.action,
+                    character=self._character_ref(),
+                    frame=frame.index,
+                    frames=input.frames_per_emoji,
+                    source=base.source,
+                    prompt=prompt,
+                    style=input.style,
+                    first_candidate=first,
+                    count=count,
+                    generator=input.generator,
+                    size=input.image_size,
+                    seed=input.seed,
+                ),
+                result_type=GeneratedImages,
+                start_to_close_timeout=timedelta(minutes=10),
+                heartbeat_timeout=timedelta(minutes=2),
+                retry_policy=GENERATE_RETRY,
+                summary=f"edit {action.name} frame {frame.index}: candidates {first}-{first + count - 1}",
+            )
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                raise
+            frame.error = f"frame edit failed: {failure_reason(err)}"
+            self._refresh(action)
+            return
+        new = [Candidate(index=c.index, source=c.image, prompt=prompt) for c in output.candidates]
+        frame.candidates += new
+        frame.edits += 1
+        await self._matte(action, frame, new)
+        ready = [c for c in new if c.status is CandidateStatus.READY]
+        if ready:
+            best = max(ready, key=lambda c: (picking.merit(c), -c.index))
+            frame.pick, frame.picked_by = best.index, PickSource.HUMAN
+        self._refresh(action)
+
+    async def _matte(self, action: ActionState, frame: FrameState, candidates: list[Candidate]) -> None:
+        """Matte a slot's new candidates in one GPU activity; each candidate's failure is its own."""
         if not candidates:
             return
         if frame.status is not FrameStatus.READY:
             frame.status = FrameStatus.MATTING
-        await asyncio.gather(*(self._matte(emoji, frame, candidate) for candidate in candidates))
-        ready = [c for c in candidates if c.status is CandidateStatus.READY]
-        if ready and frame.picked_by is not PickSource.HUMAN:
-            frame.pick, frame.picked_by = _best(ready if prefer_new else frame.usable()).index, PickSource.AUTO
-        self._refresh(frame)
-
-    async def _matte(self, emoji: EmojiState, frame: FrameState, candidate: Candidate) -> None:
+        set_id = self._state.set_id
+        request = MatteSlotInput(
+            pipeline=self._state.input.matting_pipeline,
+            candidates=[c.source for c in candidates],
+            output_keys=[keys.candidate_key(set_id, action.name, frame.index, c.index, MATTE) for c in candidates],
+        )
         async with self._matting_slots:
             try:
                 output = await workflow.execute_activity(
-                    ActivityName.MATTE_FRAME,
-                    MatteFrameInput(
-                        source=candidate.source,
-                        output_key=keys.candidate_key(
-                            self._state.set_id, emoji.pose, frame.index, candidate.index, "matte.png"
-                        ),
-                        pipeline=self._state.input.matting_pipeline,
-                    ),
+                    ActivityName.MATTE_SLOT,
+                    request,
                     task_queue=GPU_TASK_QUEUE,
-                    result_type=MatteFrameOutput,
+                    result_type=MatteSlotOutput,
                     start_to_close_timeout=timedelta(minutes=10),
                     heartbeat_timeout=timedelta(minutes=1),
                     retry_policy=MATTE_RETRY,
-                    summary=f"matte {emoji.pose} frame {frame.index} candidate {candidate.index}",
+                    summary=f"matte {action.name} frame {frame.index}: {len(candidates)} candidates",
                 )
             except ActivityError as err:
                 if isinstance(err.cause, CancelledError):
                     raise
-                candidate.status, candidate.error = CandidateStatus.FAILED, f"matting failed: {failure_reason(err)}"
+                for candidate in candidates:
+                    candidate.status, candidate.error = CandidateStatus.FAILED, f"matting failed: {failure_reason(err)}"
+                self._refresh(action)
                 return
-        candidate.status, candidate.matte, candidate.score = CandidateStatus.READY, output.matte, output.score
-        self._publish()
+        for candidate, result in zip(candidates, output.results, strict=True):
+            if result.output is None:
+                candidate.status = CandidateStatus.FAILED
+                candidate.error = f"matting failed: {result.failure or 'error'}: {result.error}"
+            else:
+                candidate.status, candidate.matte = CandidateStatus.READY, result.output.matte
+                candidate.score = result.output.score
+        self._refresh(action)
 
     # --- Review --------------------------------------------------------------------------------------------------
 
     async def _review(self) -> Phase:
-        """Wait for a decision; returns ASSEMBLING (approved), CANCELLED or EXPIRED."""
+        """Wait for a decision on the finished frames; returns ASSEMBLING or CANCELLED (raises _Expired)."""
         state = self._state
-        if state.review_deadline is None:
-            state.review_deadline = workflow.now() + state.input.review.deadline
         self._set_phase(Phase.AWAITING_REVIEW)
+        automatic = state.input.review.final is StagePolicy.AUTO
         while True:
-            remaining = (state.review_deadline - workflow.now()).total_seconds()
-            try:
-                await workflow.wait_condition(
-                    lambda: (
-                        self._cancellation is not None
-                        or (self._approval is not None and self._regenerations_in_flight == 0)
-                        or workflow.info().is_continue_as_new_suggested()
-                    ),
-                    timeout=max(remaining, 0.001),
-                    timeout_summary="review deadline",
-                )
-            except TimeoutError:
-                await workflow.wait_condition(lambda: self._regenerations_in_flight == 0)
-                return self._on_deadline()
-            if self._cancellation is not None:
-                state.cancel_reason = self._cancel_reason()
-                return Phase.CANCELLED
+            await self._wait_for_person(
+                lambda: (
+                    (self._busy == 0 and (self._approval is not None or (automatic and not state.unusable())))
+                    or workflow.info().is_continue_as_new_suggested()
+                ),
+                on_deadline=self._approve_on_deadline,
+                what="review",
+            )
+            if automatic and self._approval is None and self._busy == 0 and not state.unusable():
+                state.approved_by, state.notice = "auto", None
+                return Phase.ASSEMBLING
             if self._approval is not None:
                 approval, self._approval = self._approval, None
-                unusable = state.unusable_frames()
+                unusable = state.unusable()
                 if not unusable:
                     state.approved_by, state.notice = approval.reviewer or "reviewer", None
                     return Phase.ASSEMBLING
-                state.notice = f"approval refused: no usable candidate for {', '.join(unusable)}"
+                state.notice = f"approval refused: not usable yet: {', '.join(unusable)}"
                 workflow.logger.warning(state.notice)
                 self._publish()
                 continue
-            await workflow.wait_condition(workflow.all_handlers_finished)
+            if state.approved_by is not None:  # the deadline approved it
+                return Phase.ASSEMBLING
+            await workflow.wait_condition(lambda: workflow.all_handlers_finished() and self._busy == 0)
             state.runs += 1
             workflow.continue_as_new(args=[state.input, state])
 
-    def _on_deadline(self) -> Phase:
+    def _approve_on_deadline(self) -> None:
+        unusable = self._state.unusable()
+        if unusable:
+            raise _Expired(f"review deadline passed; cannot auto-approve, not usable: {', '.join(unusable)}")
+        self._state.approved_by, self._state.notice = "review deadline (auto-approve)", None
+
+    async def _wait_for_person(self, done: Callable[[], bool], *, on_deadline: Callable[[], None], what: str) -> None:
+        """Wait until ``done()``, at most until the current wait's deadline (set when the wait begins). At the
+        deadline, policy ``auto_approve`` calls ``on_deadline``; ``expire`` ends the set. The caller clears the
+        deadline when its stage is over (a continue-as-new keeps it)."""
         state = self._state
-        if state.input.review.on_deadline is DeadlinePolicy.AUTO_APPROVE:
-            unusable = state.unusable_frames()
-            if not unusable:
-                state.approved_by, state.notice = "review deadline (auto-approve)", None
-                return Phase.ASSEMBLING
-            state.notice = f"review deadline passed; cannot auto-approve, no usable candidate for {', '.join(unusable)}"
-        else:
-            state.notice = "review deadline passed without approval"
-        return Phase.EXPIRED
+        if state.review_deadline is None:
+            state.review_deadline = workflow.now() + state.input.review.deadline
+            self._publish()
+        remaining = (state.review_deadline - workflow.now()).total_seconds()
+        try:
+            await workflow.wait_condition(done, timeout=max(remaining, 0.001), timeout_summary=f"{what} deadline")
+        except TimeoutError:
+            await workflow.wait_condition(lambda: self._busy == 0 or bool(self._awaiting_start_frames()))
+            if state.input.review.on_deadline is DeadlinePolicy.EXPIRE:
+                raise _Expired(f"{what} deadline passed without a decision") from None
+            on_deadline()
 
     # --- Assembly ------------------------------------------------------------------------------------------------
 
     async def _assemble(self) -> EmojiSetResult:
         self._set_phase(Phase.ASSEMBLING)
         state = self._state
-        rows = [(emoji.pose, [_picked_matte(frame) for frame in emoji.frames]) for emoji in state.emojis]
+        rows = [(action.name, [_picked_matte(frame) for frame in action.frames]) for action in state.actions]
+        durations = {action.name: action.action.frame_duration_ms for action in state.actions}
         sheet_task = workflow.execute_activity(
             ActivityName.ASSEMBLE_CONTACT_SHEET,
-            ContactSheetInput(set_id=state.set_id, title=state.input.character_prompt, rows=rows),
+            ContactSheetInput(set_id=state.set_id, title=_title(state), rows=rows),
             result_type=ArtifactRef,
             start_to_close_timeout=timedelta(minutes=5),
-            retry_policy=ASSEMBLE_RETRY,
+            retry_policy=STEP_RETRY,
             summary="assemble contact sheet",
         )
         emoji_tasks = [
             workflow.execute_activity(
                 ActivityName.ASSEMBLE_EMOJI,
-                AssembleEmojiInput(
-                    set_id=state.set_id,
-                    pose=pose,
-                    frames=frames,
-                    frame_duration_ms=PRESETS[pose].frame_duration_ms,
-                ),
+                AssembleEmojiInput(set_id=state.set_id, pose=name, frames=frames, frame_duration_ms=durations[name]),
                 result_type=EmojiOutput,
                 start_to_close_timeout=timedelta(minutes=5),
-                retry_policy=ASSEMBLE_RETRY,
-                summary=f"assemble {pose}",
+                retry_policy=STEP_RETRY,
+                summary=f"assemble {name}",
             )
-            for pose, frames in rows
+            for name, frames in rows
         ]
         if ExportTarget.GENERIC not in state.input.export_targets:
             emoji_tasks = []
         approved = [
-            EmojiFramesRef(pose=pose, frames=frames, frame_duration_ms=PRESETS[pose].frame_duration_ms)
-            for pose, frames in rows
+            EmojiFramesRef(pose=name, frames=frames, frame_duration_ms=durations[name]) for name, frames in rows
         ]
         packages_task = export_packages(state.set_id, state.input.export_targets, approved)
         sheet, packages, *emojis = await asyncio.gather(sheet_task, packages_task, *emoji_tasks)
@@ -465,8 +829,80 @@ class EmojiSetWorkflow:
 
     # --- State helpers -------------------------------------------------------------------------------------------
 
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run production work in the background, counted as busy until it ends."""
+        task = asyncio.create_task(self._busy_with(work))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _busy_with(self, work: Awaitable[None]) -> None:
+        self._busy += 1
+        try:
+            await work
+        finally:
+            self._busy -= 1
+            self._publish()
+
+    def _character_ref(self) -> CharacterRef:
+        character = self._state.character
+        picked = character.picked()
+        assert picked is not None  # settled before any action starts
+        return CharacterRef(image=picked.image, prompt=self._state.input.character_prompt, candidate=picked.index)
+
+    def _awaiting_start_frames(self) -> list[ActionState]:
+        return [a for a in self._state.actions if a.stage is ActionStage.AWAITING_START_FRAME_REVIEW]
+
+    def _settle(self, action: ActionState) -> None:
+        """An action whose takes are all done: ready if it has frames, else it waits for a custom prompt."""
+        if any(take.status in (TakeStatus.ANIMATING, TakeStatus.EXTRACTING) for take in action.takes):
+            self._refresh(action)
+            return
+        if any(take.status is TakeStatus.READY for take in action.takes):
+            action.stage, action.error = ActionStage.READY, None
+        else:
+            action.stage = ActionStage.WAITING_FOR_PROMPT
+            errors = [take.error for take in action.takes if take.error]
+            action.error = f"every take failed: {errors[-1] if errors else 'no clip'}"
+        self._refresh(action)
+
+    def _refresh(self, action: ActionState) -> None:
+        """Re-run the action's auto-pick and recompute its slots' status."""
+        picks = picking.auto_picks(action.frames)
+        for frame in action.frames:
+            if frame.index in picks:
+                if frame.picked_by is not PickSource.HUMAN or frame.pick != picks[frame.index]:
+                    frame.pick, frame.picked_by = picks[frame.index], PickSource.AUTO
+                frame.status, frame.error = FrameStatus.READY, None
+            elif any(c.status is CandidateStatus.MATTING for c in frame.candidates):
+                frame.status = FrameStatus.MATTING
+            elif frame.candidates:
+                frame.pick = frame.picked_by = None
+                frame.status = FrameStatus.FAILED
+                errors = [c.error for c in frame.candidates if c.error]
+                frame.error = frame.error or (errors[-1] if errors else "no usable candidate")
+        self._publish()
+
+    def _reserve(self, action: ActionState, frame: FrameState, count: int) -> int:
+        """The first of ``count`` new candidate indices of a slot, counting work still running."""
+        key = (action.name, frame.index)
+        first = max(max((c.index + 1 for c in frame.candidates), default=0), self._reserved.get(key, 0))
+        self._reserved[key] = first + count
+        return first
+
+    def _require_room(self, action: ActionState, new: int, *, per_slot: int, frame: FrameState | None = None) -> None:
+        in_set = sum(len(f.candidates) for _, f in self._state.frames())
+        if in_set + new > MAX_CANDIDATES_PER_SET:
+            raise ValueError(f"the set would exceed {MAX_CANDIDATES_PER_SET} candidates")
+        for slot in [frame] if frame is not None else action.frames:
+            if len(slot.candidates) + per_slot > MAX_CANDIDATES_PER_FRAME_TOTAL:
+                raise ValueError(
+                    f"{action.name} frame {slot.index} would exceed {MAX_CANDIDATES_PER_FRAME_TOTAL} candidates"
+                )
+
     def _finish(self, phase: Phase, reason: str | None) -> EmojiSetResult:
         self._set_phase(phase)
+        if phase is Phase.EXPIRED:
+            self._state.notice = reason
         status = "cancelled" if phase is Phase.CANCELLED else "expired"
         return EmojiSetResult(set_id=self._state.set_id, status=status, reason=reason)
 
@@ -476,49 +912,43 @@ class EmojiSetWorkflow:
         return self._state.cancel_reason
 
     def _require_open(self, what: str) -> None:
-        if self._state.phase in TERMINAL_PHASES:
+        if self._state.phase in CLOSED_PHASES:
             raise ValueError(f"the set is {self._state.phase.value}: {what} are closed")
         if self._approval is not None or self._cancellation is not None:
             raise ValueError(f"the set is being {'approved' if self._approval else 'cancelled'}: {what} are closed")
 
-    def _require_frame(self, pose: str, index: int) -> FrameState:
-        emoji = self._state.emoji(pose)
-        if emoji is None:
-            raise ValueError(f"unknown emoji {pose!r}; this set has {[e.pose for e in self._state.emojis]}")
-        if not 0 <= index < len(emoji.frames):
-            raise ValueError(f"{pose} has frames 0-{len(emoji.frames) - 1}, not {index}")
-        return emoji.frames[index]
+    def _require_action(self, name: str) -> ActionState:
+        action = self._state.action(name)
+        if action is None:
+            raise ValueError(f"unknown emoji {name!r}; this set has {[a.name for a in self._state.actions]}")
+        return action
 
-    def _reserved(self, pose: str, frame: FrameState) -> int:
-        """The next free candidate index of a frame, counting generations still running."""
-        existing = max((c.index + 1 for c in frame.candidates), default=0)
-        return max(existing, self._next_candidate.get((pose, frame.index), 0))
+    def _require_start_frame_review(self, name: str) -> ActionState:
+        action = self._require_action(name)
+        if action.stage is not ActionStage.AWAITING_START_FRAME_REVIEW:
+            raise ValueError(f"{name}'s start frame does not await review ({name} is {action.stage.value})")
+        return action
 
-    def _refresh(self, frame: FrameState) -> None:
-        """Recompute a frame's status from its candidates."""
-        if frame.usable():
-            picked = frame.picked()
-            if picked is None or picked.status is not CandidateStatus.READY:
-                frame.pick, frame.picked_by = _best(frame.usable()).index, PickSource.AUTO
-            frame.status = FrameStatus.READY
-        else:
-            frame.pick = frame.picked_by = None
-            frame.status = FrameStatus.FAILED
-            if frame.error is None:
-                errors = [c.error for c in frame.candidates if c.error]
-                frame.error = errors[-1] if errors else "no usable candidate"
-        self._publish()
+    def _require_frame(self, name: str, index: int) -> FrameState:
+        action = self._require_action(name)
+        if not 0 <= index < len(action.frames):
+            raise ValueError(f"{name} has frames 0-{len(action.frames) - 1}, not {index}")
+        return action.frames[index]
 
     def _set_phase(self, phase: Phase) -> None:
         self._state.phase = phase
         self._publish()
 
     def _publish(self) -> None:
-        """Show progress in the Web UI: current details always; search attributes when the phase changes and at
-        every twentieth of the frames, since each upsert is a history event and a visibility write."""
+        """Show progress in the Web UI: current details always; search attributes when the phase or what the set
+        awaits changes and at every twentieth of the frames, since each upsert is a history event and a
+        visibility write."""
         state = self._state
+        if state.phase in PRODUCTION_PHASES:
+            state.phase = _production_phase(state)
         workflow.set_current_details(progress.details_markdown(state))
-        snapshot = (state.phase.value, state.frames_done() * PROGRESS_STEPS // state.frames_total())
+        awaiting = state.awaiting()
+        snapshot = (state.phase.value, tuple(awaiting), state.frames_done() * PROGRESS_STEPS // state.frames_total())
         if snapshot == self._published:
             return
         self._published = snapshot
@@ -528,6 +958,7 @@ class EmojiSetWorkflow:
                 sa.FRAMES_DONE.value_set(state.frames_done()),
                 sa.FRAMES_TOTAL.value_set(state.frames_total()),
                 sa.OWNER.value_set(state.input.owner),
+                sa.AWAITING.value_set(awaiting),
             ]
         )
 
@@ -536,17 +967,29 @@ def _initial_state(set_id: str, input: EmojiSetInput) -> EmojiSetState:
     return EmojiSetState(
         set_id=set_id,
         input=input,
-        phase=Phase.GENERATING,
-        emojis=[
-            EmojiState(pose=pose, frames=[FrameState(index=i) for i in range(input.frames_per_emoji)])
-            for pose in input.poses
+        phase=Phase.CHARACTER,
+        actions=[
+            ActionState(action=spec, frames=[FrameState(index=i) for i in range(input.frames_per_emoji)])
+            for spec in input.action_specs()
         ],
     )
 
 
-def _best(candidates: list[Candidate]) -> Candidate:
-    """The auto-pick: highest matting score, the earliest candidate on a tie."""
-    return max(candidates, key=lambda c: (c.score or 0.0, -c.index))
+def _production_phase(state: EmojiSetState) -> Phase:
+    """The set's phase while its actions are produced: the earliest stage any action is at, a waiting start frame
+    review first (a person is needed)."""
+    stages = {action.stage for action in state.actions}
+    if ActionStage.AWAITING_START_FRAME_REVIEW in stages:
+        return Phase.AWAITING_START_FRAME_REVIEW
+    if ActionStage.START_FRAME in stages:
+        return Phase.START_FRAMES
+    if ActionStage.ANIMATING in stages:
+        return Phase.ANIMATING
+    return Phase.MATTING
+
+
+def _title(state: EmojiSetState) -> str:
+    return state.input.character_prompt or "uploaded character"
 
 
 def _picked_matte(frame: FrameState) -> ArtifactRef:

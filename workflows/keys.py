@@ -1,4 +1,4 @@
-"""Deterministic artifact keys: the same set, emoji, frame and candidate always map to the same key.
+"""Deterministic artifact keys: the same set, action, take, frame and candidate always map to the same key.
 
 A retried activity therefore overwrites its own output instead of adding a second copy. Pure string work, safe in
 workflow code.
@@ -27,9 +27,32 @@ def set_prefix(set_id: str) -> str:
     return f"sets/{key_segment(set_id)}"
 
 
-def candidate_key(set_id: str, pose: str, frame: int, candidate: int, kind: str) -> str:
-    """Key of a candidate's file; ``kind`` is ``source.png`` or ``matte.png``."""
-    return f"{set_prefix(set_id)}/{key_segment(pose)}/frame-{frame:03d}/candidate-{candidate:02d}.{kind}"
+def character_key(set_id: str, candidate: int) -> str:
+    """Key of a character candidate (candidate 0 of an upload is the cleaned upload)."""
+    return f"{set_prefix(set_id)}/character/candidate-{candidate:02d}.png"
+
+
+def upload_key(sha256: str) -> str:
+    """Key of an uploaded picture as the client stored it: by content, so uploading it twice stores it once."""
+    return f"uploads/{sha256}"
+
+
+def start_frame_key(set_id: str, action: str, candidate: int) -> str:
+    return f"{set_prefix(set_id)}/{key_segment(action)}/start-frame/candidate-{candidate:02d}.png"
+
+
+def clip_key(set_id: str, action: str, take: int) -> str:
+    return f"{set_prefix(set_id)}/{key_segment(action)}/take-{take:02d}/clip.mp4"
+
+
+def clip_frame_key(set_id: str, action: str, take: int, source_frame: int) -> str:
+    """Key of one frame extracted from a take's clip (shared by the slots that offer it as a candidate)."""
+    return f"{set_prefix(set_id)}/{key_segment(action)}/take-{take:02d}/frame-{source_frame:04d}.png"
+
+
+def candidate_key(set_id: str, action: str, frame: int, candidate: int, kind: str) -> str:
+    """Key of a frame slot candidate's file; ``kind`` is ``source.png`` (a frame edit) or ``matte.png``."""
+    return f"{set_prefix(set_id)}/{key_segment(action)}/frame-{frame:03d}/candidate-{candidate:02d}.{kind}"
 
 
 def package_key(set_id: str, target: str, name: str) -> str:

@@ -2,40 +2,52 @@
 
 from __future__ import annotations
 
-from workflows.contract import CandidateStatus, EmojiSetState, FrameStatus, PickSource
+from workflows.contract import ActionStage, CandidateStatus, EmojiSetState, FrameStatus, PickSource, TakeStatus
+
+MAX_LISTED = 20
 
 
 def details_markdown(state: EmojiSetState) -> str:
-    """A short status page: phase, frames ready, one table row per emoji, and anything a reviewer must know."""
+    """A short status page: phase, one table row per action (its stage, takes, frames), and what people must do."""
     candidates = [c for _, frame in state.frames() for c in frame.candidates]
     matted = sum(1 for c in candidates if c.status is CandidateStatus.READY)
+    character = "uploaded" if state.character.uploaded else f"{len(state.character.candidates)} candidates"
     lines = [
         f"**{state.phase.value.replace('_', ' ')}** · frames ready **{state.frames_done()}/{state.frames_total()}**"
-        f" · candidates matted {matted}/{len(candidates)}",
+        f" · candidates matted {matted}/{len(candidates)} · character {character}",
         "",
-        "| emoji | ready | failed | in progress | picked by hand | regenerated |",
-        "|---|---|---|---|---|---|",
+        "| emoji | stage | start frame | takes | frames ready | failed | picked by hand | edits |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for emoji in state.emojis:
-        statuses = [frame.status for frame in emoji.frames]
-        lines.append(
-            f"| {emoji.pose} | {statuses.count(FrameStatus.READY)}/{len(statuses)}"
-            f" | {statuses.count(FrameStatus.FAILED)}"
-            f" | {sum(s in (FrameStatus.GENERATING, FrameStatus.MATTING) for s in statuses)}"
-            f" | {sum(f.picked_by is PickSource.HUMAN for f in emoji.frames)}"
-            f" | {sum(f.regenerations for f in emoji.frames)} |"
+    for action in state.actions:
+        statuses = [frame.status for frame in action.frames]
+        takes = sum(take.status is TakeStatus.READY for take in action.takes)
+        start = (
+            f"approved ({action.start_frame_approved_by})"
+            if action.start_frame_approved_by
+            else f"{len(action.start_frames)} to review"
+            if action.stage is ActionStage.AWAITING_START_FRAME_REVIEW
+            else "-"
         )
-    failed = [f"{e.pose}#{f.index}: {f.error}" for e, f in state.frames() if f.status is FrameStatus.FAILED]
-    if failed:
-        lines += ["", "**Frames waiting for a custom-prompt regeneration:**", *(f"- {line}" for line in failed[:20])]
-        if len(failed) > 20:
-            lines.append(f"- ... and {len(failed) - 20} more")
+        lines.append(
+            f"| {action.name} | {action.stage.value.replace('_', ' ')} | {start} | {takes}/{len(action.takes)}"
+            f" | {statuses.count(FrameStatus.READY)}/{len(statuses)} | {statuses.count(FrameStatus.FAILED)}"
+            f" | {sum(f.picked_by is PickSource.HUMAN for f in action.frames)}"
+            f" | {sum(f.edits for f in action.frames)} |"
+        )
+    waiting = [f"{a.name}: {a.error}" for a in state.actions if a.stage is ActionStage.WAITING_FOR_PROMPT]
+    waiting += [f"{a.name}#{f.index}: {f.error}" for a, f in state.frames() if f.status is FrameStatus.FAILED]
+    if waiting:
+        lines += ["", "**Waiting for a custom-prompt regeneration:**", *(f"- {line}" for line in waiting[:MAX_LISTED])]
+        if len(waiting) > MAX_LISTED:
+            lines.append(f"- ... and {len(waiting) - MAX_LISTED} more")
     if state.notice:
         lines += ["", f"**Notice:** {state.notice}"]
     if state.review_deadline:
         lines += [
             "",
-            f"Review deadline: {state.review_deadline.isoformat(timespec='seconds')}"
+            f"Waiting for {', '.join(state.awaiting()) or 'a person'} until "
+            f"{state.review_deadline.isoformat(timespec='seconds')}"
             f" ({state.input.review.on_deadline.value.replace('_', '-')} when it passes)",
         ]
     if state.pipeline_info:

@@ -6,6 +6,9 @@ PHASE = SearchAttributeKey.for_keyword("EmojiSetPhase")
 FRAMES_DONE = SearchAttributeKey.for_int("EmojiSetFramesDone")
 FRAMES_TOTAL = SearchAttributeKey.for_int("EmojiSetFramesTotal")
 OWNER = SearchAttributeKey.for_keyword("EmojiSetOwner")
+AWAITING = SearchAttributeKey.for_keyword_list("EmojiSetAwaiting")
+"""What the set waits for people to do: ``character_review``, ``start_frame_review``, ``custom_prompt``,
+``final_review`` (e.g. ``EmojiSetAwaiting = 'start_frame_review'``)."""
 
-ALL = (PHASE, FRAMES_DONE, FRAMES_TOTAL, OWNER)
+ALL = (PHASE, FRAMES_DONE, FRAMES_TOTAL, OWNER, AWAITING)
 """Every key the workflow upserts; the server must know them all (registered at start-up)."""

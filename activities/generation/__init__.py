@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from activities.generation.base import ImageGenerator
+from activities.generation.base import Generator
 
-GeneratorFactory = Callable[[], ImageGenerator]
+GeneratorFactory = Callable[[], Generator]
 """Builds one backend; it reads its own settings, if any."""
 
 
@@ -34,7 +34,7 @@ class GeneratorRegistry:
             raise ValueError(f"generator {name!r} is already registered")
         self._factories[name] = factory
 
-    def create(self, name: str) -> ImageGenerator:
+    def create(self, name: str) -> Generator:
         """Build backend ``name``.
 
         Raises:

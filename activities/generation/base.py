@@ -1,11 +1,26 @@
-"""What an image generator is: given one frame's request, return ``count`` candidate images."""
+"""What a generator is: one backend that plays four roles, one role per call.
+
+- :meth:`Generator.character`: character candidates from a prompt (full body, on white);
+- :meth:`Generator.start_frame`: the character in an action's pose (an image edit, the character as reference);
+- :meth:`Generator.edit_frame`: an image edit of one extracted frame with a custom prompt;
+- :meth:`Generator.clip`: an image-to-video clip from an approved start frame with the motion prompt, as the MP4 a
+  hosted model returns.
+
+The activities read the input images from the artifact store and pass their bytes; generators never see the store.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
-from workflows.contract import FailureType, GenerateFrameInput
+from workflows.contract import (
+    EditFrameInput,
+    FailureType,
+    GenerateCharacterInput,
+    GenerateClipInput,
+    GenerateStartFrameInput,
+)
 
 
 @dataclass(frozen=True)
@@ -16,6 +31,16 @@ class GeneratedImage:
     media_type: str
     width: int
     height: int
+
+
+@dataclass(frozen=True)
+class GeneratedClip:
+    """One take as its encoded video (an MP4 as the provider returned it)."""
+
+    data: bytes
+    media_type: str = "video/mp4"
+    task_id: str | None = None
+    """The provider's task, shown to operators; None for an offline generator."""
 
 
 class GenerationError(Exception):
@@ -40,13 +65,28 @@ class GenerationThrottled(GenerationError):
     failure_type = FailureType.GENERATION_THROTTLED
 
 
-class ImageGenerator(Protocol):
-    """A generation backend. Instances are created once per worker and shared by concurrent activities."""
+class Generator(Protocol):
+    """A generation backend. Instances are created once per worker and shared by concurrent activities.
+
+    Each image role returns exactly ``request.count`` candidates, candidate ``i`` being ``request.first_candidate +
+    i``. Deterministic backends derive every output from the request alone (seed, action, take, candidate index), so a
+    retried activity stores the same bytes under the same key.
+    """
 
     name: ClassVar[str]
 
-    async def generate(self, request: GenerateFrameInput) -> list[GeneratedImage]:
-        """Return exactly ``request.count`` candidates for the frame, candidate ``i`` being
-        ``request.first_candidate + i``. Deterministic generators derive each candidate from the seed, pose, frame
-        and candidate index only."""
+    async def character(self, request: GenerateCharacterInput) -> list[GeneratedImage]:
+        """Character candidates from ``request.prompt``: one full-body character on plain white."""
+        ...
+
+    async def start_frame(self, request: GenerateStartFrameInput, character: bytes) -> list[GeneratedImage]:
+        """Start frame candidates: the character image ``character`` in the pose of ``request.prompt``."""
+        ...
+
+    async def edit_frame(self, request: EditFrameInput, source: bytes) -> list[GeneratedImage]:
+        """New candidates for one frame slot: ``source`` (an extracted frame) edited by ``request.prompt``."""
+        ...
+
+    async def clip(self, request: GenerateClipInput, start_frame: bytes) -> GeneratedClip:
+        """An image-to-video take from ``start_frame`` with ``request.motion_prompt``."""
         ...

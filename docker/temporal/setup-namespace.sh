@@ -21,7 +21,7 @@ if ! temporal operator namespace describe --namespace "$namespace" --address "$a
 fi
 
 existing="$(temporal operator search-attribute list --namespace "$namespace" --address "$address")"
-for attribute in EmojiSetPhase:Keyword EmojiSetFramesDone:Int EmojiSetFramesTotal:Int EmojiSetOwner:Keyword; do
+for attribute in EmojiSetPhase:Keyword EmojiSetFramesDone:Int EmojiSetFramesTotal:Int EmojiSetOwner:Keyword EmojiSetAwaiting:KeywordList; do
   name="${attribute%%:*}"
   if printf '%s\n' "$existing" | grep -qw "$name"; then
     echo "search attribute $name already registered"

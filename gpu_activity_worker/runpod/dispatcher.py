@@ -1,18 +1,34 @@
 """The dispatcher: the GPU queue served by a RunPod Serverless endpoint instead of a GPU in this process.
 
-A Temporal worker on ``emoji-gpu`` whose ``matte_frame`` runs as one RunPod job: submit (``POST /run`` with the
-execution policy), then poll ``/status`` until the job has finished.
+A Temporal worker on ``emoji-gpu`` whose ``matte_slot`` runs each candidate of the frame slot as one RunPod job (the
+job is one :class:`~workflows.contract.MatteFrameInput`, as the handler takes it), the candidates' jobs side by side:
+submit (``POST /run`` with the execution policy), then poll ``/status`` until the job has finished.
 ``python -m gpu_activity_worker.runpod.dispatcher``.
 
-- The job id is heartbeated right after the submission and on every poll. RunPod has no idempotency key, so a retried
-  attempt reads the id back from its heartbeat details and resumes polling that job instead of submitting a second
-  one; it submits anew only if that job ended FAILED, TIMED_OUT or CANCELLED, or RunPod no longer knows it.
-- A Temporal cancellation (delivered through the heartbeat) cancels the job. A worker shutdown or an attempt that
-  timed out does not: the next attempt resumes the job.
-- A FAILED job whose type a retry cannot fix (``UnknownPipeline``, ``UnsupportedImage`` ...) fails the activity for
-  good with that type; TIMED_OUT, throttling (429), RunPod errors (5xx), lost jobs and network errors are retried.
-- The worker runs as many activities as the endpoint runs jobs (max workers x jobs per worker), so the workflow's
-  fan-out fills the endpoint and nothing waits in RunPod's queue, where no Temporal cancellation or priority reaches.
+- The job ids are heartbeated as one dict, ``{"<candidate index>": "<job id>"}``, right after each submission and
+  every poll interval. RunPod has no idempotency key, so a retried attempt reads the dict back from its heartbeat
+  details and resumes each candidate's job instead of submitting a second one (a job that already completed gives its
+  result at once); it submits anew only for a job that ended TIMED_OUT or CANCELLED, FAILED for a reason a retry may
+  fix, or that RunPod no longer knows. A job that FAILED for a reason no retry fixes is that candidate's result
+  again, not resubmitted. The new attempt heartbeats the whole dict from its start, so an attempt that ends early
+  loses no job of an earlier one.
+- Each candidate's outcome is settled on its own. A failure no retry fixes (a FAILED job typed ``UnsupportedImage``,
+  ``CorruptImage``, ``UnknownPipeline`` ..., an output that does not fit the contract, an inline image over the limit,
+  RunPod refusing the request) is that candidate's result, and the others go on. A failure a retry may fix
+  (TIMED_OUT, throttling (429), RunPod errors (5xx), lost jobs, network errors, an ``ArtifactError``) fails the
+  activity, but only once every other candidate's job has finished too: the workflow takes every result as final,
+  and the retry then resumes the finished jobs from the heartbeat (no work is lost or paid twice) and replaces only
+  the failed ones. Failing at once instead would leave the other jobs running unwatched, outside the concurrency
+  bound below. A throttled candidate's Retry-After becomes the retry's delay.
+- A Temporal cancellation (delivered through the heartbeat) cancels every job of the slot, also one whose submission
+  was in flight (its answer is awaited) and one of an earlier attempt not yet resumed; the slot's places in flight
+  stay taken for ``CANCEL_DELAY`` more, so the set's other slots, cancelled with it but told only at their next
+  heartbeat, do not start jobs in them meanwhile. A worker shutdown or an attempt that timed out cancels no job: the
+  next attempt resumes them.
+- At most as many jobs are in flight as the endpoint runs at once (max workers x jobs per worker), across every slot
+  of this dispatcher; the worker also runs that many activities, so slots of one candidate fill the endpoint too.
+  A candidate beyond that waits here, for the first job of any slot to finish (slots in the order they came), while
+  its activity heartbeats: nothing waits in RunPod's queue, where no Temporal cancellation or priority reaches.
 - Images travel by reference through a shared ``s3://`` store, or inline in the job when this dispatcher's store is
   a ``file://`` root RunPod cannot read.
 
@@ -23,8 +39,10 @@ endpoint worker, and reports the device as ``runpod:<endpoint id>``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
+import time
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -58,17 +76,22 @@ from workflows.contract import (
     ActivityName,
     DescribePipelineInput,
     FailureType,
+    MatteCandidateResult,
     MatteFrameInput,
     MatteFrameOutput,
+    MatteSlotInput,
+    MatteSlotOutput,
     PipelineDescription,
 )
 
 CANCEL_DELAY = timedelta(seconds=2)
 """Longest heartbeat throttle: how soon a cancellation reaches a polling activity (the SDK's default is 80% of the
-heartbeat timeout, a minute here), so a cancelled set stops paying for GPU time within seconds."""
+heartbeat timeout, a minute here), so a cancelled set stops paying for GPU time within seconds. A cancelled slot
+keeps its places in flight this long, for its set's other slots to learn of their own cancellation."""
 
 RESUBMIT = (JobStatus.FAILED, JobStatus.TIMED_OUT, JobStatus.CANCELLED)
-"""States of a previous attempt's job that a retry replaces with a new job instead of resuming."""
+"""States of a previous attempt's job that a retry replaces with a new job instead of resuming (FAILED only for a
+failure a retry may fix: any other is the candidate's result again)."""
 
 
 def _matting_failure(err: MattingError | ArtifactError) -> ApplicationError:
@@ -100,9 +123,55 @@ def _job_failure(report: JobReport) -> ApplicationError:
     return FailureType.RUNPOD_CANCELLED.error(f"RunPod job {report.id} was cancelled at RunPod")
 
 
-def _cancels_job(details: activity.ActivityCancellationDetails | None) -> bool:
-    """Whether a cancellation ends the RunPod job: not when the next attempt may resume it."""
+def _cancels_jobs() -> bool:
+    """Whether the activity's cancellation ends its RunPod jobs: not when the next attempt may resume them (a worker
+    shutdown, an attempt that timed out, a pause)."""
+    if not activity.is_cancelled():
+        return False
+    details = activity.cancellation_details()
     return details is None or not (details.worker_shutdown or details.timed_out or details.paused)
+
+
+def _heartbeated_jobs(heartbeat_details: Sequence[Any], candidates: int) -> dict[int, str]:
+    """The job ids an earlier attempt heartbeated, by candidate index (:func:`_details`); anything else is ignored."""
+    if not heartbeat_details or not isinstance(heartbeat_details[0], dict):
+        return {}
+    return {
+        int(index): job_id
+        for index, job_id in heartbeat_details[0].items()
+        if isinstance(job_id, str) and str(index).isdigit() and int(index) < candidates
+    }
+
+
+def _details(jobs: dict[int, str]) -> dict[str, str]:
+    """The heartbeat details of a slot's jobs: JSON object keys are strings, so the candidate index is one too."""
+    return {str(index): job_id for index, job_id in sorted(jobs.items())}
+
+
+def _settled(err: ApplicationError) -> MatteCandidateResult | ApplicationError:
+    """A candidate's failure as its own result when no retry fixes it; else ``err``, to fail the activity with."""
+    if err.non_retryable:
+        return MatteCandidateResult(failure=_kind(err), error=err.message)
+    return err
+
+
+def _kind(err: ApplicationError) -> FailureType:
+    """The type of a failure of this module (each is made by :meth:`FailureType.error`)."""
+    assert err.type is not None
+    return FailureType(err.type)
+
+
+def _slot_failure(retry: dict[int, ApplicationError], candidates: int) -> ApplicationError:
+    """The activity's failure when candidates need another attempt: the first one's type, every candidate's reason,
+    and the longest delay RunPod asked for."""
+    first = next(iter(retry.values()))
+    reasons = "; ".join(f"candidate {index}: {err.type}: {err.message}" for index, err in retry.items())
+    delays = [err.next_retry_delay for err in retry.values() if err.next_retry_delay is not None]
+    return _kind(first).error(
+        f"{len(retry)} of {candidates} candidates need another attempt, which resumes the finished jobs of the "
+        f"others: {reasons}",
+        next_retry_delay=max(delays, default=None),
+    )
 
 
 class RunPodDispatcher:
@@ -134,6 +203,9 @@ class RunPodDispatcher:
         self._ttl_ms = settings.runpod_ttl_ms
         self._inline_max_bytes = settings.runpod_inline_max_bytes
         self.inline = inline
+        self.jobs_at_once = settings.runpod_workers * settings.runpod_handler_concurrency
+        """Jobs the endpoint runs at once, and the most this dispatcher has in flight."""
+        self._in_flight = asyncio.Semaphore(self.jobs_at_once)
         self._pipelines = Pipelines(builtin_steps() if steps is None else steps)  # only parses: RunPod builds them
 
     async def aclose(self) -> None:
@@ -153,59 +225,168 @@ class RunPodDispatcher:
             precision="unknown",
         )
 
-    @activity.defn(name=ActivityName.MATTE_FRAME)
-    async def matte_frame(self, request: MatteFrameInput) -> MatteFrameOutput:
-        """Cut one candidate out of its background as a RunPod job; see the module docstring."""
+    @activity.defn(name=ActivityName.MATTE_SLOT)
+    async def matte_slot(self, request: MatteSlotInput) -> MatteSlotOutput:
+        """Cut out every candidate of one frame slot, one RunPod job each; see the module docstring."""
+        started = time.perf_counter()
+        jobs = _heartbeated_jobs(activity.info().heartbeat_details, len(request.candidates))
+        resumable = dict(jobs)
+        beating = asyncio.create_task(self._heartbeat(jobs))
         try:
-            report = await self._finished_job(request)
+            outcomes = await asyncio.gather(
+                *(
+                    self._candidate(index, frame, resumable.get(index), jobs)
+                    for index, frame in enumerate(request.frames())
+                ),
+                return_exceptions=True,
+            )
+        finally:
+            beating.cancel()
+        results: list[MatteCandidateResult] = []
+        retry: dict[int, ApplicationError] = {}
+        for index, outcome in enumerate(outcomes):
+            if isinstance(outcome, ApplicationError):
+                retry[index] = outcome
+            elif isinstance(outcome, BaseException):
+                raise outcome  # unforeseen: the others are settled, the retry resumes their jobs
+            else:
+                results.append(outcome)
+        if retry:
+            raise _slot_failure(retry, len(outcomes))
+        activity.logger.info(
+            "matted slot",
+            extra={
+                "pipeline": request.pipeline,
+                "candidates": len(request.candidates),
+                "failed": sum(result.output is None for result in results),
+                "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
+            },
+        )
+        return MatteSlotOutput(results=results)
+
+    async def _heartbeat(self, jobs: dict[int, str]) -> None:
+        """Heartbeat the slot's job ids every poll interval, also while its candidates wait for their turn."""
+        while True:
+            activity.heartbeat(_details(jobs))
+            await asyncio.sleep(self._poll_s)
+
+    async def _candidate(
+        self, index: int, request: MatteFrameInput, previous: str | None, jobs: dict[int, str]
+    ) -> MatteCandidateResult | ApplicationError:
+        """One candidate, from its job's submission (or resumption) to its result: a :class:`MatteCandidateResult`,
+        or the failure a retry may fix, which fails the activity once the other candidates are settled."""
+        try:
+            report = await self._job_in_turn(index, request, previous, jobs)
             output = MatteJobOutput.model_validate(report.output)
             if output.inline_matte is None:
-                return output.result
-            return await self._store_inline(request, output.result, output.inline_matte)
+                return MatteCandidateResult(output=output.result)
+            return MatteCandidateResult(output=await self._store_inline(request, output.result, output.inline_matte))
+        except ApplicationError as err:
+            return _settled(err)
         except (MattingError, ArtifactError) as err:
-            raise _matting_failure(err) from err
+            return _settled(_matting_failure(err))
         except RunPodApiError as err:
-            raise _api_failure(err) from err
+            return _settled(_api_failure(err))
         except ValidationError as err:
-            raise FailureType.INVALID_JOB_OUTPUT.error(
-                f"the RunPod job's output does not fit the contract: {err}"
-            ) from err
+            return _settled(
+                FailureType.INVALID_JOB_OUTPUT.error(f"the RunPod job's output does not fit the contract: {err}")
+            )
 
-    async def _finished_job(self, request: MatteFrameInput) -> JobReport:
-        """Submit (or resume) the job and poll it until it completed; raises for any other end."""
-        job_id = await self._resumable_job(activity.info().heartbeat_details)
-        if job_id is None:
-            job_input = await self._job_input(request)
-            job_id = (
-                await self._api.run(job_input, execution_timeout_ms=self._execution_timeout_ms, ttl_ms=self._ttl_ms)
-            ).id
-            activity.logger.info("RunPod job submitted", extra={"job_id": job_id, "inline": self.inline})
-        else:
-            activity.logger.info("RunPod job resumed", extra={"job_id": job_id})
-        activity.heartbeat(job_id)
+    async def _job_in_turn(
+        self, index: int, request: MatteFrameInput, previous: str | None, jobs: dict[int, str]
+    ) -> JobReport:
+        """:meth:`_finished_job` once the jobs in flight leave room.
+
+        A cancellation that ends the slot's jobs cancels this candidate's (also one of an earlier attempt that has not
+        been resumed yet). A candidate that had its place keeps it for :data:`CANCEL_DELAY` more: a set is cancelled
+        as a whole, and its other slots, waiting here for places, learn of their own cancellation only at their next
+        heartbeat; without the pause they would submit jobs into the places this one frees, to run until then.
+        """
         try:
-            report = await self._poll(job_id)
+            await self._in_flight.acquire()
         except asyncio.CancelledError:
-            if _cancels_job(activity.cancellation_details()):
-                await self._cancel(job_id)
+            await self._cancel_if_ending(jobs.get(index))
             raise
+        try:
+            return await self._finished_job(index, request, previous, jobs)
+        except asyncio.CancelledError:
+            if await self._cancel_if_ending(jobs.get(index)):
+                await asyncio.sleep(CANCEL_DELAY.total_seconds())
+            raise
+        finally:
+            self._in_flight.release()
+
+    async def _cancel_if_ending(self, job_id: str | None) -> bool:
+        """Cancel the job if the activity's cancellation ends its jobs (see :func:`_cancels_jobs`); whether it did."""
+        if job_id is None or not _cancels_jobs():
+            return False
+        await self._cancel(job_id)
+        return True
+
+    async def _finished_job(
+        self, index: int, request: MatteFrameInput, previous: str | None, jobs: dict[int, str]
+    ) -> JobReport:
+        """Resume the previous attempt's job or submit a new one, and poll it until it completed; raises for any other
+        end."""
+        report = await self._resumable_job(previous)
+        if report is None:
+            job_id = await self._submit(index, request, jobs)
+            activity.logger.info(
+                "RunPod job submitted", extra={"job_id": job_id, "candidate": index, "inline": self.inline}
+            )
+            report = await self._poll(job_id)
+        else:
+            job_id = report.id
+            activity.logger.info("RunPod job resumed", extra={"job_id": job_id, "candidate": index})
+            if not report.status.finished:
+                report = await self._poll(job_id)
         if report.status is not JobStatus.COMPLETED:
             raise _job_failure(report)
         activity.logger.info(
             "RunPod job completed",
-            extra={"job_id": job_id, "delay_ms": report.delay_ms, "execution_ms": report.execution_ms},
+            extra={
+                "job_id": job_id,
+                "candidate": index,
+                "delay_ms": report.delay_ms,
+                "execution_ms": report.execution_ms,
+            },
         )
         return report
 
-    async def _resumable_job(self, heartbeat_details: Sequence[Any]) -> str | None:
-        """The previous attempt's job, if it can still deliver its result."""
-        if not heartbeat_details or not isinstance(heartbeat_details[0], str):
+    async def _resumable_job(self, job_id: str | None) -> JobReport | None:
+        """The previous attempt's job if it can still deliver the candidate's result: queued, running, completed, or
+        failed for a reason no retry fixes (that failure is then the result); ``None`` if a new job must replace it."""
+        if job_id is None:
             return None
         try:
-            report = await self._api.status(heartbeat_details[0])
+            report = await self._api.status(job_id)
         except JobNotFoundError:
             return None
-        return None if report.status in RESUBMIT else report.id
+        if report.status is JobStatus.FAILED and not parse_job_error(report.error)[0].retryable:
+            return report
+        return None if report.status in RESUBMIT else report
+
+    async def _submit(self, index: int, request: MatteFrameInput, jobs: dict[int, str]) -> str:
+        """Submit the candidate's job and heartbeat its id with the slot's others.
+
+        A cancellation while RunPod answers the submission waits for the answer first: the job it created is then
+        known, so it is cancelled (or, after a worker shutdown, resumed by the next attempt) instead of running
+        unseen.
+        """
+        job_input = await self._job_input(request)
+        submission = asyncio.ensure_future(
+            self._api.run(job_input, execution_timeout_ms=self._execution_timeout_ms, ttl_ms=self._ttl_ms)
+        )
+        try:
+            report = await asyncio.shield(submission)
+        except asyncio.CancelledError:
+            with contextlib.suppress(RunPodApiError):
+                jobs[index] = (await submission).id
+                activity.heartbeat(_details(jobs))
+            raise
+        jobs[index] = report.id
+        activity.heartbeat(_details(jobs))
+        return report.id
 
     async def _job_input(self, request: MatteFrameInput) -> dict[str, Any]:
         inline_source = None
@@ -217,7 +398,6 @@ class RunPodDispatcher:
     async def _poll(self, job_id: str) -> JobReport:
         while True:
             report = await self._api.status(job_id)
-            activity.heartbeat(job_id)
             if report.status.finished:
                 return report
             await asyncio.sleep(self._poll_s)
@@ -263,11 +443,11 @@ def build_dispatcher_worker(
         raise ValueError("the dispatcher needs POPCON_RUNPOD_ENDPOINT_ID and POPCON_RUNPOD_API_KEY")
     api = RunPodApi(settings.runpod_base_url, settings.runpod_endpoint_id, settings.runpod_api_key)
     dispatcher = RunPodDispatcher(api, store, settings, inline=inline, steps=steps)
-    slots = settings.runpod_workers * settings.runpod_handler_concurrency
+    slots = dispatcher.jobs_at_once
     worker = Worker(
         client,
         task_queue=GPU_TASK_QUEUE,
-        activities=[dispatcher.describe_pipeline, dispatcher.matte_frame],
+        activities=[dispatcher.describe_pipeline, dispatcher.matte_slot],
         max_concurrent_activities=slots,
         activity_task_poller_behavior=PollerBehaviorSimpleMaximum(maximum=slots),
         max_heartbeat_throttle_interval=CANCEL_DELAY,

@@ -32,7 +32,7 @@ class _JobModel(BaseModel):
 
 
 class MatteJob(_JobModel):
-    """Cut one candidate out: the ``matte_frame`` activity's input, plus the source image when it travels inline."""
+    """Cut one candidate of a ``matte_slot`` activity out, plus the source image when it travels inline."""
 
     op: Literal["matte"]
     request: MatteFrameInput

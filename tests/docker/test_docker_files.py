@@ -195,8 +195,8 @@ def test_baked_weights_are_in_the_catalogue() -> None:
 
 def test_the_namespace_script_registers_the_workflow_search_attributes() -> None:
     script = (DOCKER / "temporal" / "setup-namespace.sh").read_text()
-    registered = dict(re.findall(r"(EmojiSet\w+):(Keyword|Int)", script))
-    assert registered == {key.name: key.indexed_value_type.name.title() for key in sa.ALL}
+    registered = dict(re.findall(r"(EmojiSet\w+):(KeywordList|Keyword|Int)", script))
+    assert registered == {key.name: key.indexed_value_type.name.title().replace("_", "") for key in sa.ALL}
 
 
 def test_the_scripts_are_valid_shell() -> None:

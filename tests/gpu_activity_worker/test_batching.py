@@ -1,5 +1,6 @@
 """Micro-batching: batched results equal unbatched ones, batches form and respect max_batch, errors reach the right
-callers, and Pipelines wraps batchable steps only when max_batch > 1."""
+callers, and Pipelines wraps steps only when max_batch > 1: batchable ones in a batcher, the others to serve a slot's
+lanes one at a time."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from gpu_activity_worker.batching import MicroBatcher
+from gpu_activity_worker.batching import MicroBatcher, OneLaneAtATime
 from gpu_activity_worker.engines import StepRegistry, StepSpec, builtin_steps
 from gpu_activity_worker.engines.base import MatteState, MattingError, StepContext, StepRole, UnsupportedImageError
 from gpu_activity_worker.pipeline import Pipelines, StepRef
@@ -255,7 +256,7 @@ def test_an_aborted_batch_releases_its_callers_and_the_next_leader_takes_over() 
     assert step.batch_sizes == [4, 4]
 
 
-def test_pipelines_batch_only_batchable_steps_when_max_batch_is_above_1(
+def test_pipelines_batch_batchable_steps_and_take_turns_on_the_others_when_max_batch_is_above_1(
     steps: StepRegistry, built: list[TinyTorchStep]
 ) -> None:
     ref = StepRef("tinynet-batching-test")
@@ -266,7 +267,8 @@ def test_pipelines_batch_only_batchable_steps_when_max_batch_is_above_1(
     assert isinstance(wrapped, MicroBatcher)
     assert wrapped.step is built[0]
     assert (wrapped.max_batch, wrapped.device, wrapped.precision) == (4, "cpu", "fp32")
-    assert not isinstance(on._built_step(StepRef("defringe")), MicroBatcher)
+    defringe = on._built_step(StepRef("defringe"))
+    assert isinstance(defringe, OneLaneAtATime) and (defringe.device, defringe.precision) == ("cpu", "fp32")
     assert Pipelines(steps, StepContext(max_batch=1))._built_step(ref) is built[1]
 
 

@@ -1,4 +1,5 @@
-"""GPU slots: the gate that keeps at most ``capacity`` frames on the GPU, and the prefetching slot supplier."""
+"""GPU slots: the gate that keeps at most ``capacity`` frame slots on the GPU, the prefetching slot supplier, and
+``matte_slot`` activities waiting for the GPU (cancelled, handed back at shutdown, taken ahead by a real worker)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from gpu_activity_worker.settings import GpuWorkerSettings
 from gpu_activity_worker.slots import FrameCancelledError, GpuGate, PrefetchSlotSupplier
 from gpu_activity_worker.worker import build_gpu_worker
 from testkit.servers import start_throwaway_server
-from workflows.contract import GPU_TASK_QUEUE, MatteFrameInput, MatteFrameOutput
+from workflows.contract import GPU_TASK_QUEUE, ActivityName, MatteSlotInput, MatteSlotOutput
 
 # --- The gate --------------------------------------------------------------------------------------------------------
 
@@ -214,7 +215,7 @@ async def test_the_supplier_opens_prefetch_slots_only_while_the_gpu_is_full() ->
 
 @dataclass
 class HeldStep:
-    """A stand-in GPU step that runs until the test lets it go, recording which frames ran (by their colour)."""
+    """A stand-in GPU step that runs until the test lets it go, recording which candidates ran (by their colour)."""
 
     device: str = "cpu"
     precision: str = "fp32"
@@ -230,7 +231,7 @@ class HeldStep:
             self.running += 1
             self.peak = max(self.peak, self.running)
         try:
-            assert self.release.acquire(timeout=30), "the test never let this frame go"
+            assert self.release.acquire(timeout=30), "the test never let this candidate go"
         finally:
             with self.lock:
                 self.running -= 1
@@ -252,15 +253,20 @@ def _steps_with(step: HeldStep) -> StepRegistry:
     return steps
 
 
-def _frames(store: FileArtifactStore, count: int) -> list[MatteFrameInput]:
-    """``count`` frame requests for the ``held`` pipeline; frame i is a flat image of red value i + 1."""
-    requests = []
-    for index in range(count):
-        buffer = io.BytesIO()
-        Image.new("RGB", (16, 16), (index + 1, 0, 0)).save(buffer, format="PNG")
-        source = store.put(f"slots/{uuid.uuid4().hex}.png", buffer.getvalue(), "image/png", width=16, height=16)
-        requests.append(MatteFrameInput(source=source, output_key=f"slots/out-{uuid.uuid4().hex}.png", pipeline="held"))
-    return requests
+def _slots(store: FileArtifactStore, count: int, candidates: int = 1) -> list[MatteSlotInput]:
+    """``count`` slots of ``candidates`` each for the ``held`` pipeline; the candidates are flat images of red value
+    1, 2, 3 ... in order, over every slot."""
+    slots = []
+    for slot in range(count):
+        sources, keys = [], []
+        for candidate in range(candidates):
+            buffer = io.BytesIO()
+            Image.new("RGB", (16, 16), (slot * candidates + candidate + 1, 0, 0)).save(buffer, format="PNG")
+            key = f"slots/{uuid.uuid4().hex}"
+            sources.append(store.put(f"{key}.png", buffer.getvalue(), "image/png", width=16, height=16))
+            keys.append(f"{key}-matte.png")
+        slots.append(MatteSlotInput(pipeline="held", candidates=sources, output_keys=keys))
+    return slots
 
 
 async def _until(condition: Any, what: str) -> None:
@@ -273,48 +279,49 @@ async def _until(condition: Any, what: str) -> None:
 
 @dataclass
 class _GpuQueue:
-    """A GPU of capacity 1 with prefetch 1: one frame on it (held), one taken ahead waiting, one more to send."""
+    """A GPU of capacity 1 with prefetch 1: one slot of two candidates on it (the first held), one slot of two taken
+    ahead waiting, one more slot of two to send."""
 
     matting: MattingActivities
-    running: asyncio.Task[MatteFrameOutput]
+    running: asyncio.Task[MatteSlotOutput]
     waiting_env: ActivityEnvironment
-    waiting: asyncio.Task[MatteFrameOutput]
-    spare: MatteFrameInput
+    waiting: asyncio.Task[MatteSlotOutput]
+    spare: MatteSlotInput
 
 
 @contextlib.asynccontextmanager
 async def _one_on_the_gpu_one_waiting(held: HeldStep, tmp_path: Path) -> AsyncIterator[_GpuQueue]:
     store = FileArtifactStore(tmp_path)
-    first, second, spare = _frames(store, 3)
+    first, second, spare = _slots(store, 3, candidates=2)
     matting = MattingActivities(store, Pipelines(_steps_with(held)), capacity=1, prefetch=1)
     try:
-        running = asyncio.create_task(ActivityEnvironment().run(matting.matte_frame, first))
-        await _until(lambda: held.entered == [1], "the first frame on the GPU")
+        running = asyncio.create_task(ActivityEnvironment().run(matting.matte_slot, first))
+        await _until(lambda: held.entered == [1], "the first slot on the GPU")
         waiting_env = ActivityEnvironment()
-        waiting = asyncio.create_task(waiting_env.run(matting.matte_frame, second))
-        await _until(lambda: matting.gate.waiting == 1, "the second frame waiting for the GPU")
+        waiting = asyncio.create_task(waiting_env.run(matting.matte_slot, second))
+        await _until(lambda: matting.gate.waiting == 1, "the second slot waiting for the GPU")
         yield _GpuQueue(matting, running, waiting_env, waiting, spare)
     finally:
         matting.close()
 
 
-async def test_a_frame_cancelled_before_its_gpu_turn_never_runs(held: HeldStep, tmp_path: Path) -> None:
+async def test_a_slot_cancelled_before_its_gpu_turn_never_runs(held: HeldStep, tmp_path: Path) -> None:
     async with _one_on_the_gpu_one_waiting(held, tmp_path) as queue:
         queue.waiting_env.cancel()
         with pytest.raises(asyncio.CancelledError):
             await queue.waiting
 
-        held.release.release()
+        held.release.release(2)
         await queue.running
-        # The GPU is free again: the next frame runs, and the cancelled one never did.
-        later = asyncio.create_task(ActivityEnvironment().run(queue.matting.matte_frame, queue.spare))
-        await _until(lambda: len(held.entered) == 2, "the third frame on the GPU")
-        held.release.release()
-        await later
-        assert held.entered == [1, 3]
+        # The GPU is free again: the next slot runs, and the cancelled one never did.
+        later = asyncio.create_task(ActivityEnvironment().run(queue.matting.matte_slot, queue.spare))
+        await _until(lambda: len(held.entered) == 3, "the third slot on the GPU")
+        held.release.release(2)
+        assert all(result.output is not None for result in (await later).results)
+        assert held.entered == [1, 2, 5, 6]
 
 
-async def test_a_frame_waiting_for_the_gpu_goes_back_to_the_queue_when_its_worker_stops(
+async def test_a_slot_waiting_for_the_gpu_goes_back_to_the_queue_when_its_worker_stops(
     held: HeldStep, tmp_path: Path
 ) -> None:
     async with _one_on_the_gpu_one_waiting(held, tmp_path) as queue:
@@ -322,27 +329,27 @@ async def test_a_frame_waiting_for_the_gpu_goes_back_to_the_queue_when_its_worke
         with pytest.raises(ApplicationError) as raised:
             await queue.waiting
         assert raised.value.type == "WorkerShutdown" and not raised.value.non_retryable
-        # The frame already on the GPU finishes, and is reported as it left the GPU.
-        held.release.release()
-        await queue.running
-        assert held.entered == [1]
+        # The slot already on the GPU finishes every candidate, and is reported as it left the GPU.
+        held.release.release(2)
+        assert len((await queue.running).results) == 2
+        assert held.entered == [1, 2]
         assert queue.matting.gate.finishing == 0
 
 
 @workflow.defn(sandboxed=False)
 class FanOutMatting:
-    """Mattes frames all at once on the GPU queue (this test's own workflow, so it needs no generation)."""
+    """Mattes slots all at once on the GPU queue (this test's own workflow, so it needs no generation)."""
 
     @workflow.run
-    async def run(self, requests: list[MatteFrameInput]) -> list[MatteFrameOutput]:
+    async def run(self, requests: list[MatteSlotInput]) -> list[MatteSlotOutput]:
         return list(
             await asyncio.gather(
                 *(
                     workflow.execute_activity(
-                        "matte_frame",
+                        ActivityName.MATTE_SLOT,
                         request,
                         task_queue=GPU_TASK_QUEUE,
-                        result_type=MatteFrameOutput,
+                        result_type=MatteSlotOutput,
                         start_to_close_timeout=timedelta(minutes=1),
                     )
                     for request in requests
@@ -353,7 +360,7 @@ class FanOutMatting:
 
 @pytest.fixture(scope="module")
 async def own_server() -> AsyncIterator[WorkflowEnvironment]:
-    """A dev server of this module's own: the session's stack has a GPU worker that would take these frames."""
+    """A dev server of this module's own: the session's stack has a GPU worker that would take these slots."""
     env = await start_throwaway_server()
     yield env
     await env.shutdown()
@@ -371,7 +378,8 @@ async def _started(client: Client, workflow_id: str) -> int:
 class _Reservations:
     """The slots a supplier grants, and refuses while its GPU is full, each noted with the slots held at the time.
 
-    The SDK reserves a slot before each poll, so a refusal is the worker asking for one more frame and not getting it.
+    The SDK reserves a slot before each poll, so a refusal is the worker asking for one more frame slot and not getting
+    it.
     """
 
     granted: list[int] = field(default_factory=list)
@@ -383,7 +391,7 @@ class _Reservations:
         take = supplier._take
 
         def observed_take() -> SlotPermit | None:
-            full = supplier._gate.full  # read first: while a frame stays on the GPU it stays full
+            full = supplier._gate.full  # read first: while a slot stays on the GPU it stays full
             permit = take()
             if permit is not None:
                 seen.granted.append(supplier._held)
@@ -396,7 +404,7 @@ class _Reservations:
 
 
 @pytest.mark.parametrize("prefetch", [0, 1])
-async def test_the_gpu_worker_takes_frames_ahead_only_while_its_gpu_is_full(
+async def test_the_gpu_worker_takes_slots_ahead_only_while_its_gpu_is_full(
     own_server: WorkflowEnvironment, held: HeldStep, tmp_path: Path, prefetch: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client = own_server.client
@@ -410,12 +418,12 @@ async def test_the_gpu_worker_takes_frames_ahead_only_while_its_gpu_is_full(
         async with gpu, probe:
             workflow_id = f"fan-out-{uuid.uuid4().hex[:8]}"
             handle = await client.start_workflow(
-                FanOutMatting.run, _frames(store, 3), id=workflow_id, task_queue=probe_queue
+                FanOutMatting.run, _slots(store, 3, candidates=2), id=workflow_id, task_queue=probe_queue
             )
-            await _until(lambda: len(held.entered) == 1, "the first frame on the GPU")
-            # One frame on the GPU, and with prefetch one more taken ahead (read, decoded, waiting); no more. While
-            # the frame stays on the GPU the limit cannot rise, so once the worker holds that many slots and is
-            # refused the next it asks for, it can take no further frame: the third stays on the server.
+            await _until(lambda: len(held.entered) == 1, "the first slot on the GPU")
+            # One slot on the GPU, and with prefetch one more taken ahead (read, decoded, waiting); no more. While
+            # the slot stays on the GPU the limit cannot rise, so once the worker holds that many slots and is
+            # refused the next it asks for, it can take no further slot: the third stays on the server.
             await _until(
                 lambda: 1 + prefetch in reservations.refused_while_full,
                 "the worker refused a slot while holding 1 + prefetch",
@@ -426,11 +434,58 @@ async def test_the_gpu_worker_takes_frames_ahead_only_while_its_gpu_is_full(
             assert started == 1 + prefetch and max(reservations.granted) == 1 + prefetch
             assert len(held.entered) == 1
 
-            for count in range(1, 4):
-                await _until(lambda count=count: len(held.entered) == count, f"frame {count} on the GPU")
+            for count in range(1, 7):
+                await _until(lambda count=count: len(held.entered) == count, f"candidate {count} on the GPU")
                 held.release.release()
-            assert len(await handle.result()) == 3
+            outputs = await handle.result()
     finally:
         matting.close()
+    assert [len(output.results) for output in outputs] == [2, 2, 2]
+    assert all(result.output is not None for output in outputs for result in output.results)
     assert held.peak == 1
-    assert sorted(held.entered) == [1, 2, 3]
+    assert sorted(held.entered) == [1, 2, 3, 4, 5, 6]
+    assert held.entered[held.entered.index(1) + 1] == 2, "a slot's candidates run in its one turn, one after another"
+
+
+@dataclass
+class BatchStep:
+    """A stand-in batchable GPU step that records the size of every batch."""
+
+    device: str = "cpu"
+    precision: str = "fp32"
+    batch_sizes: list[int] = field(default_factory=list)
+
+    def apply(self, state: MatteState) -> MatteState:
+        return self.apply_batch([state])[0]
+
+    def apply_batch(self, states: list[MatteState]) -> list[MatteState]:
+        self.batch_sizes.append(len(states))
+        return [MatteState(image=s.image, alpha=np.ones(s.image.shape[:2], dtype=np.float32)) for s in states]
+
+
+async def test_the_gpu_worker_serves_a_slots_candidates_in_one_batch_even_with_one_slot_on_its_gpu(
+    own_server: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    client = own_server.client
+    store = FileArtifactStore(tmp_path)
+    step = BatchStep()
+    steps = builtin_steps()
+    steps.register(StepSpec("batch", StepRole.COARSE, lambda variant, context: step))
+    settings = GpuWorkerSettings(
+        _env_file=None, gpu_concurrency=1, matting_max_batch=4, matting_batch_wait_ms=1000, matting_device="cpu"
+    )
+    gpu, matting = build_gpu_worker(client, settings, store, steps=steps)
+    [slot] = _slots(store, 1, candidates=4)
+    probe_queue = f"batch-{uuid.uuid4().hex[:8]}"
+    try:
+        async with gpu, Worker(client, task_queue=probe_queue, workflows=[FanOutMatting]):
+            [output] = await client.execute_workflow(
+                FanOutMatting.run,
+                [slot.model_copy(update={"pipeline": "batch"})],
+                id=f"batch-{uuid.uuid4().hex[:8]}",
+                task_queue=probe_queue,
+            )
+    finally:
+        matting.close()
+    assert all(result.output is not None for result in output.results)
+    assert step.batch_sizes == [4], "the slot's four candidates in one forward pass"

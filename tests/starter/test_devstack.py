@@ -14,7 +14,7 @@ from starter.client import EmojiSetClient
 from starter.devstack import DevStack, DevStackSettings
 from testkit.stack import wait_for_phase
 from workflows import search_attributes as sa
-from workflows.contract import EmojiSetInput, Phase
+from workflows.contract import EmojiSetInput, Phase, ReviewPolicy
 
 pytestmark = pytest.mark.slow
 
@@ -48,7 +48,15 @@ async def test_stack_starts_runs_a_set_and_survives_a_restart(
         assert await stack.start() == ["temporal", "orchestration-worker", "gpu-worker"]
         assert await stack.start() == [], "starting again is a no-op"
         sets = EmojiSetClient(await connect(stack_settings))
-        request = EmojiSetInput(character_prompt="a teal ghost", poses=["sleep"], frames_per_emoji=2, image_size=64)
+        request = EmojiSetInput(
+            character_prompt="a teal ghost",
+            actions=["sleep"],
+            frames_per_emoji=2,
+            clip_seconds=1,
+            clip_fps=8,
+            image_size=64,
+            review=ReviewPolicy(start_frames="auto"),
+        )
         set_id = await sets.start(request)
         await wait_for_phase(sets, set_id, Phase.AWAITING_REVIEW)
 

@@ -28,9 +28,33 @@ async def temporal(address: str, *args: str) -> Any:
     return json.loads(out) if out.strip() else None
 
 
+async def query_until(address: str, set_id: str, phase: str) -> dict[str, Any]:
+    async with asyncio.timeout(60):
+        while True:
+            answer = await temporal(address, "workflow", "query", "--workflow-id", set_id, "--name", "get_state")
+            state: dict[str, Any] = answer["queryResult"][0]
+            if state["phase"] == phase:
+                return state
+            await asyncio.sleep(0.2)
+
+
+async def update(address: str, set_id: str, name: str, body: dict[str, Any]) -> Any:
+    answer = await temporal(
+        address, "workflow", "update", "execute", "--workflow-id", set_id, "--name", name, "--input", json.dumps(body)
+    )
+    return answer["result"]
+
+
 async def test_the_temporal_cli_drives_a_set(dev_server: WorkflowEnvironment, stack: Stack, set_id: str) -> None:
     address = dev_server.client.service_client.config.target_host
-    request = {"character_prompt": "a yellow duck", "poses": ["wave"], "frames_per_emoji": 2, "image_size": 64}
+    request = {
+        "character_prompt": "a yellow duck",
+        "actions": ["wave"],
+        "frames_per_emoji": 2,
+        "clip_seconds": 1,
+        "clip_fps": 8,
+        "image_size": 64,
+    }
     await temporal(
         address,
         "workflow",
@@ -45,29 +69,14 @@ async def test_the_temporal_cli_drives_a_set(dev_server: WorkflowEnvironment, st
         json.dumps(request),
     )
 
-    async with asyncio.timeout(60):
-        while True:
-            answer = await temporal(address, "workflow", "query", "--workflow-id", set_id, "--name", "get_state")
-            state = answer["queryResult"][0]
-            if state["phase"] == "awaiting_review":
-                break
-            await asyncio.sleep(0.2)
-    assert [f["status"] for f in state["emojis"][0]["frames"]] == ["ready", "ready"]
+    state = await query_until(address, set_id, "awaiting_start_frame_review")
+    assert state["actions"][0]["stage"] == "awaiting_start_frame_review"
+    assert await update(address, set_id, "approve_start_frames", {}) == ["wave"]
 
-    pick = {"emoji": "wave", "frame": 1, "candidate": 0}
-    answer = await temporal(
-        address,
-        "workflow",
-        "update",
-        "execute",
-        "--workflow-id",
-        set_id,
-        "--name",
-        "pick_candidate",
-        "--input",
-        json.dumps(pick),
-    )
-    assert answer["result"]["pick"] == 0 and answer["result"]["picked_by"] == "human"
+    state = await query_until(address, set_id, "awaiting_review")
+    assert [f["status"] for f in state["actions"][0]["frames"]] == ["ready", "ready"]
+    picked = await update(address, set_id, "pick_candidate", {"emoji": "wave", "frame": 1, "candidate": 1})
+    assert picked["pick"] == 1 and picked["picked_by"] == "human"
 
     await temporal(
         address,

@@ -1,4 +1,4 @@
-"""The EmojiSet workflow against the real dev server, with both real workers."""
+"""The EmojiSet workflow against the real dev server, with both real workers: every stage and every message."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import asyncio
 import io
 import re
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from PIL import Image, ImageSequence
@@ -13,12 +14,14 @@ from temporalio.api.common.v1 import Payload
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.common import RawValue
 
-from starter.client import ApprovalRefused, MessageRejected, SetClosed
-from testkit.generator_standins import RefusesFrameOne, ThrottledOnce
+from starter.client import ApprovalRefused, MessageRejected, SetClosed, UploadRefused
+from testkit.generator_standins import RefusesClip, RefusesStartFrame, ThrottledOnce
 from testkit.stack import Stack, wait_for_phase
 from workflows.contract import (
     ORCHESTRATION_TASK_QUEUE,
     WORKFLOW_TYPE,
+    ActionStage,
+    ActionState,
     CandidateStatus,
     EmojiSetInput,
     EmojiSetState,
@@ -26,29 +29,71 @@ from workflows.contract import (
     Phase,
     PickCandidateInput,
     PickSource,
+    RegenerateActionInput,
     RegenerateFrameInput,
+    RegenerateStartFrameInput,
+    ReviewPolicy,
+    StagePolicy,
+    TakeStatus,
 )
 
-SMALL = {"poses": ["wave", "heart"], "frames_per_emoji": 3, "candidates_per_frame": 2, "image_size": 96}
+AUTO_START = ReviewPolicy(start_frames=StagePolicy.AUTO)
+SMALL: dict[str, Any] = {
+    "actions": ["wave", "heart"],
+    "frames_per_emoji": 4,
+    "neighbours": 1,
+    "clip_seconds": 1.0,
+    "clip_fps": 12,
+    "image_size": 96,
+    "review": AUTO_START,
+}
+CAT = "a round orange cat with a blue scarf"
 
 
-async def start_and_review(stack: Stack, set_id: str, **overrides: object) -> EmojiSetState:
-    request = EmojiSetInput(character_prompt="a round orange cat with a blue scarf", **{**SMALL, **overrides})
-    await stack.sets.start(request, set_id=set_id)
+async def start(stack: Stack, set_id: str, **overrides: Any) -> None:
+    fields = {"character_prompt": CAT, **SMALL, **overrides}
+    await stack.sets.start(EmojiSetInput(**fields), set_id=set_id)
+
+
+async def start_and_review(stack: Stack, set_id: str, **overrides: Any) -> EmojiSetState:
+    await start(stack, set_id, **overrides)
     return await wait_for_phase(stack.sets, set_id, Phase.AWAITING_REVIEW)
 
 
-async def test_happy_path_generates_mattes_picks_and_assembles(stack: Stack, set_id: str) -> None:
+async def wait_until(stack: Stack, set_id: str, done: Any, timeout: float = 60) -> EmojiSetState:
+    async with asyncio.timeout(timeout):
+        while not done(state := await stack.sets.state(set_id)):
+            await asyncio.sleep(0.1)
+    return state
+
+
+def assert_one_clip_in_order(action: ActionState) -> None:
+    """Every pick is a frame of one take's clip, and the picks move forward through it."""
+    picks = [frame.picked() for frame in action.frames]
+    assert all(p is not None and p.take is not None and p.source_frame is not None for p in picks)
+    takes = {p.take for p in picks if p is not None}
+    assert len(takes) == 1, f"{action.name} mixes takes {takes}"
+    frames = [p.source_frame for p in picks if p is not None and p.source_frame is not None]
+    assert frames == sorted(frames) and len(set(frames)) == len(frames), f"{action.name}: {frames}"
+
+
+async def test_happy_path_from_prompt_to_exported_clips(stack: Stack, set_id: str) -> None:
     state = await start_and_review(stack, set_id)
 
-    assert state.frames_done() == state.frames_total() == 6
     assert state.pipeline_info and state.pipeline_info.startswith("classical on cpu")
-    for _, frame in state.frames():
-        assert frame.status is FrameStatus.READY and frame.picked_by is PickSource.AUTO
-        assert [c.index for c in frame.candidates] == [0, 1]
-        assert all(c.status is CandidateStatus.READY and c.matte and c.score is not None for c in frame.candidates)
-        picked = frame.picked()
-        assert picked is not None and picked.score == max(c.score or 0 for c in frame.candidates)
+    assert [c.index for c in state.character.candidates] == [0, 1] and state.character.pick == 0
+    for action in state.actions:
+        assert action.stage is ActionStage.READY and action.start_frame_approved_by == "auto"
+        [take] = action.takes
+        assert take.status is TakeStatus.READY and take.clip is not None and take.clip.media_type == "video/mp4"
+        assert take.source_frames == 12 and take.fps == 12 and take.loop == (0, 12)
+        for frame in action.frames:
+            assert frame.status is FrameStatus.READY and frame.picked_by is PickSource.AUTO
+            chosen, *neighbours = frame.candidates
+            assert chosen.offset == 0 and {c.offset for c in neighbours} <= {-1, 1}
+            assert all(c.status is CandidateStatus.READY and c.matte and c.score is not None for c in frame.candidates)
+        assert_one_clip_in_order(action)
+    assert state.awaiting() == ["final_review"]
 
     await stack.sets.approve(set_id, reviewer="ana")
     result = await stack.sets.result(set_id)
@@ -56,106 +101,227 @@ async def test_happy_path_generates_mattes_picks_and_assembles(stack: Stack, set
     assert result.status == "completed" and result.approved_by == "ana"
     assert [e.pose for e in result.emojis] == ["wave", "heart"]
     for emoji in result.emojis:
-        for ref, fmt in ((emoji.webp, "WEBP"), (emoji.apng, "PNG"), (emoji.gif, "GIF")):
-            with Image.open(io.BytesIO(stack.store.get(ref))) as image:
-                assert image.format == fmt and image.size == (96, 96)
-                assert sum(1 for _ in ImageSequence.Iterator(image)) == 3
-    assert result.contact_sheet is not None
+        with Image.open(io.BytesIO(stack.store.get(emoji.apng))) as image:
+            assert image.size == (96, 96) and sum(1 for _ in ImageSequence.Iterator(image)) == 4
     assert (await stack.sets.describe_status(set_id)) is WorkflowExecutionStatus.COMPLETED
 
 
-async def test_search_attributes_find_sets_awaiting_review(stack: Stack, set_id: str) -> None:
-    await start_and_review(stack, set_id, owner=f"owner-{set_id}")
+async def test_a_fully_automatic_set_completes_without_a_person(stack: Stack, set_id: str) -> None:
+    await start(stack, set_id, actions=["nod"], review=ReviewPolicy.automatic())
 
-    async with asyncio.timeout(30):
-        while not (found := await stack.sets.list_sets(phase=Phase.AWAITING_REVIEW, owner=f"owner-{set_id}")):
-            await asyncio.sleep(0.2)
-    assert [s.set_id for s in found] == [set_id]
-    assert (found[0].frames_done, found[0].frames_total) == (6, 6)
-    await stack.sets.cancel(set_id)
-
-
-async def test_pick_by_hand_and_invalid_picks_are_rejected(stack: Stack, set_id: str) -> None:
-    state = await start_and_review(stack, set_id)
-    frame = state.emojis[0].frames[2]
-    other = next(c.index for c in frame.candidates if c.index != frame.pick)
-
-    picked = await stack.sets.pick(PickCandidateInput(emoji="wave", frame=2, candidate=other), set_id=set_id)
-    assert (picked.pick, picked.picked_by) == (other, PickSource.HUMAN)
-
-    bad_picks = {
-        ("laugh", 0, 0): "unknown emoji 'laugh'",
-        ("wave", 3, 0): "wave has frames 0-2, not 3",
-        ("wave", 0, 7): "wave frame 0 has no candidate 7; candidates: [0, 1]",
-    }
-    for (emoji, frame_index, candidate), message in bad_picks.items():
-        with pytest.raises(MessageRejected, match=re.escape(message)):
-            await stack.sets.pick(
-                PickCandidateInput(emoji=emoji, frame=frame_index, candidate=candidate), set_id=set_id
-            )
-
-    await stack.sets.approve(set_id)
     result = await stack.sets.result(set_id)
-    frame_two = (await stack.sets.state(set_id)).emojis[0].frames[2]
-    assert (frame_two.pick, frame_two.picked_by) == (other, PickSource.HUMAN)
-    chosen = frame_two.picked()
-    assert chosen is not None and result.emojis[0].frames[2] == chosen.matte
+
+    assert result.status == "completed" and result.approved_by == "auto"
 
 
-async def test_regenerate_one_frame_with_a_custom_prompt(stack: Stack, set_id: str) -> None:
-    await start_and_review(stack, set_id)
-
-    result = await stack.sets.regenerate(
-        RegenerateFrameInput(emoji="heart", frame=1, prompt="holding a tiny golden heart", candidates=3),
-        set_id=set_id,
+async def test_start_frames_wait_for_review_pick_regenerate_approve(stack: Stack, set_id: str) -> None:
+    await start(stack, set_id, review=ReviewPolicy(), start_frame_candidates=2)
+    state = await wait_until(
+        stack, set_id, lambda s: all(a.stage is ActionStage.AWAITING_START_FRAME_REVIEW for a in s.actions)
     )
+    assert state.phase is Phase.AWAITING_START_FRAME_REVIEW and "start_frame_review" in state.awaiting()
+    assert all([c.index for c in a.start_frames] == [0, 1] and not a.takes for a in state.actions)
+    async with asyncio.timeout(30):
+        while set_id not in [s.set_id for s in await stack.sets.list_sets(awaiting="start_frame_review")]:
+            await asyncio.sleep(0.2)
 
-    assert result is not None
-    [frame] = result.frames
-    assert [c.index for c in frame.candidates] == [0, 1, 2, 3, 4]
-    new = frame.candidates[2:]
-    assert all(c.prompt == "holding a tiny golden heart" and c.status is CandidateStatus.READY for c in new)
-    assert all(c.prompt is None for c in frame.candidates[:2])
-    assert frame.pick in {c.index for c in new} and frame.picked_by is PickSource.AUTO
-    assert frame.regenerations == 1
-    state = await stack.sets.state(set_id)
-    assert state.phase is Phase.AWAITING_REVIEW
-    assert [len(f.candidates) for f in state.emojis[1].frames] == [2, 5, 2]
+    wave = await stack.sets.pick_start_frame(set_id, "wave", 1)
+    assert wave.start_frame_pick == 1
+    heart = await stack.sets.regenerate_start_frame(
+        RegenerateStartFrameInput(action="heart", prompt="hugging a big red heart, eyes closed"), set_id=set_id
+    )
+    prompt = "hugging a big red heart, eyes closed"
+    assert [(c.index, c.prompt) for c in heart.start_frames] == [(0, None), (1, None), (2, prompt), (3, prompt)]
+    assert heart.start_frame_pick == 2 and heart.stage is ActionStage.AWAITING_START_FRAME_REVIEW
+
+    assert await stack.sets.approve_start_frames(set_id, ["wave"], reviewer="ana") == ["wave"]
+    state = await wait_until(stack, set_id, lambda s: s.actions[0].stage is ActionStage.READY)
+    assert state.actions[1].stage is ActionStage.AWAITING_START_FRAME_REVIEW, "one action animates, one waits"
+    assert state.actions[0].start_frame_approved_by == "ana"
+    with pytest.raises(MessageRejected, match="wave's start frame does not await review"):
+        await stack.sets.pick_start_frame(set_id, "wave", 0)
+
+    assert await stack.sets.approve_start_frames(set_id) == ["heart"]
+    state = await wait_for_phase(stack.sets, set_id, Phase.AWAITING_REVIEW)
+    assert state.actions[1].start_frame() is not None and state.actions[1].start_frame_pick == 2
+    with pytest.raises(MessageRejected, match="no start frame awaits review"):
+        await stack.sets.approve_start_frames(set_id)
     await stack.sets.cancel(set_id)
 
 
-async def test_regenerate_a_whole_emoji_keeps_human_picks(stack: Stack, set_id: str) -> None:
+async def test_upload_makes_a_set_and_bad_uploads_are_refused(stack: Stack, set_id: str) -> None:
+    picture = Image.new("RGB", (300, 200), (40, 160, 220))
+    picture.paste((250, 120, 30), (100, 40, 200, 180))
+    buffer = io.BytesIO()
+    picture.save(buffer, format="PNG")
+    data = buffer.getvalue()
+    for bad, message in (
+        (b"", "0 bytes"),
+        (data[: len(data) // 2], "truncated"),
+        (b"%PDF-1.4 not a picture", "not a picture"),
+    ):
+        with pytest.raises(UploadRefused, match=message):
+            stack.sets.upload(bad)
+
+    await start(stack, set_id, character_prompt=None, character_image=stack.sets.upload(data), actions=["wave"])
+    state = await wait_for_phase(stack.sets, set_id, Phase.AWAITING_REVIEW)
+
+    assert state.character.uploaded and len(state.character.candidates) == 1
+    assert state.actions[0].stage is ActionStage.READY
+    assert_one_clip_in_order(state.actions[0])
+    await stack.sets.cancel(set_id)
+
+
+async def test_a_new_take_with_a_custom_motion_prompt_and_pick_take(stack: Stack, set_id: str) -> None:
     await start_and_review(stack, set_id)
-    await stack.sets.pick(PickCandidateInput(emoji="wave", frame=0, candidate=1), set_id=set_id)
 
-    result = await stack.sets.regenerate(
-        RegenerateFrameInput(emoji="wave", prompt="waving with both hands"), set_id=set_id
+    take = await stack.sets.regenerate_action(
+        RegenerateActionInput(emoji="wave", motion_prompt="waves with both arms high"), set_id=set_id
     )
+    assert take.index == 1 and take.motion_prompt == "waves with both arms high"
+    state = await wait_until(
+        stack,
+        set_id,
+        lambda s: all(
+            any(c.take == 1 and c.status is CandidateStatus.READY for c in f.candidates) for f in s.actions[0].frames
+        ),
+    )
+    wave = state.actions[0]
+    assert all({c.take for c in frame.candidates} == {0, 1} for frame in wave.frames)
 
-    assert result is not None and [f.index for f in result.frames] == [0, 1, 2]
-    assert all(len(f.candidates) == 4 for f in result.frames)
-    assert (result.frames[0].pick, result.frames[0].picked_by) == (1, PickSource.HUMAN)
-    assert all(f.pick in (2, 3) for f in result.frames[1:])
+    wave = await stack.sets.pick_take(set_id, "wave", 1)
+
+    assert wave.take_pick == 1
+    picks = [f.picked() for f in wave.frames]
+    assert all(f.picked_by is PickSource.HUMAN for f in wave.frames)
+    assert all(p is not None and p.take == 1 for p in picks)
+    assert_one_clip_in_order(wave)
     await stack.sets.approve(set_id)
     assert (await stack.sets.result(set_id)).status == "completed"
 
 
-async def test_regenerate_rejects_bad_requests(stack: Stack, set_id: str) -> None:
+async def test_pick_among_neighbours_and_across_takes(stack: Stack, set_id: str) -> None:
+    state = await start_and_review(stack, set_id, actions=["wave"], takes_per_action=2)
+    frame = state.actions[0].frames[2]
+    assert {(c.take, c.offset) for c in frame.candidates} == {(t, o) for t in (0, 1) for o in (-1, 0, 1)}
+    neighbour = next(c for c in frame.candidates if c.offset == 1 and c.index != frame.pick)
+    other_take = next(c for c in frame.candidates if c.take != neighbour.take)
+
+    picked = await stack.sets.pick(PickCandidateInput(emoji="wave", frame=2, candidate=neighbour.index), set_id=set_id)
+    assert (picked.pick, picked.picked_by) == (neighbour.index, PickSource.HUMAN)
+    picked = await stack.sets.pick(PickCandidateInput(emoji="wave", frame=2, candidate=other_take.index), set_id=set_id)
+    assert picked.pick == other_take.index
+
+    for (emoji, index, candidate), message in {
+        ("laugh", 0, 0): "unknown emoji 'laugh'",
+        ("wave", 4, 0): "wave has frames 0-3, not 4",
+        ("wave", 0, 17): "wave frame 0 has no candidate 17",
+    }.items():
+        with pytest.raises(MessageRejected, match=re.escape(message)):
+            await stack.sets.pick(PickCandidateInput(emoji=emoji, frame=index, candidate=candidate), set_id=set_id)
+    await stack.sets.approve(set_id)
+    result = await stack.sets.result(set_id)
+    slot = (await stack.sets.state(set_id)).actions[0].frames[2]
+    chosen = slot.picked()
+    assert chosen is not None and result.emojis[0].frames[2] == chosen.matte
+
+
+async def test_frame_edit_with_a_custom_prompt_adds_candidates(stack: Stack, set_id: str) -> None:
+    await start_and_review(stack, set_id)
+
+    frame = await stack.sets.regenerate_frame(
+        RegenerateFrameInput(emoji="heart", frame=1, prompt="the heart in gold", candidates=2), set_id=set_id
+    )
+
+    assert frame is not None and frame.edits == 1
+    new = [c for c in frame.candidates if c.take is None]
+    assert [c.prompt for c in new] == ["the heart in gold"] * 2
+    assert all(c.status is CandidateStatus.READY for c in new)
+    assert frame.pick in {c.index for c in new} and frame.picked_by is PickSource.HUMAN
+    with pytest.raises(MessageRejected, match="wave has frames 0-3, not 9"):
+        await stack.sets.regenerate_frame(RegenerateFrameInput(emoji="wave", frame=9, prompt="x"), set_id=set_id)
+    await stack.sets.approve(set_id)
+    assert (await stack.sets.result(set_id)).status == "completed"
+
+
+async def test_a_failed_clip_waits_for_a_custom_motion_prompt_then_completes(stack: Stack, set_id: str) -> None:
+    state = await start_and_review(stack, set_id, generator=RefusesClip.name)
+
+    heart = state.actions[1]
+    assert heart.stage is ActionStage.WAITING_FOR_PROMPT and "DataInspectionFailed" in (heart.error or "")
+    assert state.actions[0].stage is ActionStage.READY and "custom_prompt" in state.awaiting()
+    with pytest.raises(ApprovalRefused, match="heart"):
+        await stack.sets.approve(set_id)
+    await stack.client.get_workflow_handle(set_id).signal("approve", {"reviewer": "eve"})
+    state = await wait_until(stack, set_id, lambda s: s.notice is not None)
+    assert state.notice == "approval refused: not usable yet: heart"
+
+    await stack.sets.regenerate_action(
+        RegenerateActionInput(emoji="heart", motion_prompt="the heart beats gently"), set_id=set_id
+    )
+    state = await wait_until(stack, set_id, lambda s: s.actions[1].stage is ActionStage.READY and not s.unusable())
+    assert [t.status for t in state.actions[1].takes] == [TakeStatus.FAILED, TakeStatus.READY]
+
+    await stack.sets.approve(set_id)
+    assert (await stack.sets.result(set_id)).status == "completed"
+
+
+async def test_a_refused_start_frame_waits_for_a_custom_pose_prompt(stack: Stack, set_id: str) -> None:
+    state = await start_and_review(stack, set_id, generator=RefusesStartFrame.name)
+    heart = state.actions[1]
+    assert heart.stage is ActionStage.WAITING_FOR_PROMPT and "start frame failed" in (heart.error or "")
+
+    await stack.sets.regenerate_start_frame(
+        RegenerateStartFrameInput(action="heart", prompt="holding a heart-shaped balloon"), set_id=set_id
+    )
+    state = await wait_until(stack, set_id, lambda s: not s.unusable())
+
+    assert state.actions[1].start_frame_approved_by == "auto"
+    await stack.sets.approve(set_id)
+    assert (await stack.sets.result(set_id)).status == "completed"
+
+
+async def test_throttled_clips_are_retried(stack: Stack, set_id: str) -> None:
+    state = await start_and_review(stack, set_id, generator=ThrottledOnce.name, actions=["wave"])
+    assert state.actions[0].stage is ActionStage.READY
+    await stack.sets.cancel(set_id)
+
+
+async def test_bad_messages_are_rejected_and_the_set_stays_healthy(stack: Stack, set_id: str) -> None:
     await start_and_review(stack, set_id)
     with pytest.raises(MessageRejected, match="unknown emoji 'cry'"):
-        await stack.sets.regenerate(RegenerateFrameInput(emoji="cry", prompt="x"), set_id=set_id)
-    with pytest.raises(MessageRejected, match="wave has frames 0-2, not 9"):
-        await stack.sets.regenerate(RegenerateFrameInput(emoji="wave", frame=9, prompt="x"), set_id=set_id)
-    # A payload that does not decode as RegenerateFrameInput (what a raw client could send) is rejected too.
+        await stack.sets.regenerate_action(RegenerateActionInput(emoji="cry", motion_prompt="x"), set_id=set_id)
+    with pytest.raises(MessageRejected, match="wave has no take 3"):
+        await stack.sets.pick_take(set_id, "wave", 3)
+    with pytest.raises(MessageRejected, match="regenerate_action makes a new take"):
+        await stack.sets.regenerate_start_frame(RegenerateStartFrameInput(action="wave", prompt="x"), set_id=set_id)
+    with pytest.raises(MessageRejected, match="the character is settled"):
+        await stack.sets.pick_character(set_id, 1)
     handle = stack.client.get_workflow_handle(set_id)
     with pytest.raises(WorkflowUpdateFailedError) as rejected:
-        await handle.execute_update("regenerate_frame", {"emoji": "wave", "prompt": ""})
-    assert "prompt" in str(rejected.value.cause) and "at least 1 character" in str(rejected.value.cause)
+        await handle.execute_update("regenerate_frame", {"emoji": "wave", "frame": 0, "prompt": ""})
+    assert "at least 1 character" in str(rejected.value.cause)
     # A malformed signal is dropped; the set stays healthy and completes.
     await handle.signal("approve", RawValue(Payload(metadata={"encoding": b"json/plain"}, data=b"{not json")))
     await handle.signal("approve", {"reviewer": ["not", "a", "name"]})
     await stack.sets.approve(set_id)
     assert (await stack.sets.result(set_id)).status == "completed"
+
+
+async def test_character_review_pick_and_approve(stack: Stack, set_id: str) -> None:
+    await start(stack, set_id, actions=["wave"], review=ReviewPolicy(character=StagePolicy.HUMAN, start_frames="auto"))
+    state = await wait_for_phase(stack.sets, set_id, Phase.AWAITING_CHARACTER_REVIEW)
+    assert state.awaiting() == ["character_review"]
+
+    picked = await stack.sets.pick_character(set_id, 1)
+    assert picked.index == 1
+    with pytest.raises(MessageRejected, match="no character candidate 5"):
+        await stack.sets.pick_character(set_id, 5)
+    await stack.sets.approve_character(set_id)
+
+    state = await wait_for_phase(stack.sets, set_id, Phase.AWAITING_REVIEW)
+    assert state.character.pick == 1 and state.character.picked_by is PickSource.HUMAN
+    await stack.sets.cancel(set_id)
 
 
 async def test_cancel_during_review(stack: Stack, set_id: str) -> None:
@@ -170,64 +336,41 @@ async def test_cancel_during_review(stack: Stack, set_id: str) -> None:
         await stack.sets.pick(PickCandidateInput(emoji="wave", frame=0, candidate=0), set_id=set_id)
 
 
-async def test_cancel_while_generating_stops_at_once(stack: Stack, set_id: str) -> None:
-    request = EmojiSetInput(character_prompt="a green frog", poses=["wave"], frames_per_emoji=24, image_size=256)
-    await stack.sets.start(request, set_id=set_id)
+async def test_cancel_while_animating_stops_at_once(stack: Stack, set_id: str) -> None:
+    await start(stack, set_id, actions=["wave", "laugh", "cry"], frames_per_emoji=24, clip_seconds=4, image_size=256)
+    await wait_until(stack, set_id, lambda s: s.phase in (Phase.ANIMATING, Phase.MATTING))
     await stack.sets.cancel(set_id)
 
     result = await stack.sets.result(set_id)
 
     state = await stack.sets.state(set_id)
     assert result.status == "cancelled" and state.phase is Phase.CANCELLED
-    assert state.frames_done() < 24
-
-
-async def test_failed_generation_waits_for_a_custom_prompt_then_completes(stack: Stack, set_id: str) -> None:
-    state = await start_and_review(stack, set_id, generator=RefusesFrameOne.name)
-
-    failed = [(e.pose, f) for e, f in state.frames() if f.status is FrameStatus.FAILED]
-    assert [(pose, f.index) for pose, f in failed] == [("wave", 1), ("heart", 1)]
-    assert all("DataInspectionFailed" in (f.error or "") and not f.candidates for _, f in failed)
-    assert state.frames_done() == 4
-
-    with pytest.raises(ApprovalRefused, match="wave#1, heart#1"):
-        await stack.sets.approve(set_id)
-    # The raw signal (bypassing the client's check) is refused by the workflow itself, which says why.
-    await stack.client.get_workflow_handle(set_id).signal("approve", {"reviewer": "eve"})
-    async with asyncio.timeout(20):
-        while not (notice := (await stack.sets.state(set_id)).notice):
-            await asyncio.sleep(0.1)
-    assert notice == "approval refused: no usable candidate for wave#1, heart#1"
-
-    for pose in ("wave", "heart"):
-        await stack.sets.regenerate(RegenerateFrameInput(emoji=pose, frame=1, prompt="smiling calmly"), set_id=set_id)
-    state = await stack.sets.state(set_id)
-    assert state.unusable_frames() == [] and state.emojis[0].frames[1].error is None
-
-    await stack.sets.approve(set_id)
-    assert (await stack.sets.result(set_id)).status == "completed"
-
-
-async def test_throttled_generation_is_retried(stack: Stack, set_id: str) -> None:
-    state = await start_and_review(stack, set_id, generator=ThrottledOnce.name, poses=["wave"], frames_per_emoji=2)
-    assert state.frames_done() == 2
-    await stack.sets.cancel(set_id)
+    assert state.frames_done() < state.frames_total()
 
 
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"poses": ["wave", "moonwalk"]}, "unknown pose preset"),
-        ({"poses": ["wave", "wave"]}, "poses must be unique"),
-        ({"poses": []}, "at least 1 item"),
-        ({"frames_per_emoji": 0}, "greater than or equal to 1"),
+        ({"actions": ["wave", "moonwalk"]}, "unknown action preset"),
+        ({"actions": ["wave", "wave"]}, "action names must be unique"),
+        ({"actions": []}, "at least one action"),
+        ({"custom_actions": [{"name": "wave", "pose_prompt": "p", "motion_prompt": "m"}]}, "must be unique"),
+        ({"custom_actions": [{"name": "Big Wave", "pose_prompt": "p", "motion_prompt": "m"}]}, "should match"),
+        ({"frames_per_emoji": 1}, "greater than or equal to 2"),
         ({"frames_per_emoji": 49}, "less than or equal to 48"),
-        ({"candidates_per_frame": 9}, "less than or equal to 8"),
+        ({"takes_per_action": 9}, "less than or equal to 4"),
+        ({"clip_fps": 500}, "less than or equal to 60"),
         ({"character_prompt": "   "}, "at least 1 character"),
+        ({"character_prompt": None}, "either as character_prompt or as character_image"),
         ({"matting_pipeline": "birefnet++defringe"}, "is not a valid name"),
         (
-            {"poses": ["wave", "laugh", "cry", "heart", "sleep"], "frames_per_emoji": 48, "candidates_per_frame": 8},
-            "at most 1000 candidates",
+            {
+                "actions": ["wave", "laugh", "cry", "heart", "sleep", "jump", "nod"],
+                "frames_per_emoji": 48,
+                "takes_per_action": 4,
+                "neighbours": 2,
+            },
+            "at most 4000 frame candidates",
         ),
         ({"colour": "red"}, "Extra inputs are not permitted"),
     ],
@@ -258,7 +401,7 @@ async def test_invalid_input_fails_the_set_with_a_clear_message(
 async def test_unknown_pipeline_or_generator_fails_before_any_work(
     stack: Stack, set_id: str, overrides: dict[str, object], message: str
 ) -> None:
-    await stack.sets.start(EmojiSetInput(character_prompt="a cat", **{**SMALL, **overrides}), set_id=set_id)
+    await start(stack, set_id, **overrides)
     with pytest.raises(WorkflowFailureError) as failure:
         await stack.sets.result(set_id)
     assert message in str(failure.value.cause)
@@ -272,57 +415,60 @@ async def test_unknown_pipeline_or_generator_fails_before_any_work(
 
 
 async def test_start_is_idempotent_for_the_same_set_id(stack: Stack, set_id: str) -> None:
-    request = EmojiSetInput(character_prompt="a cat", **SMALL)
-    assert await stack.sets.start(request, set_id=set_id) == set_id
+    await start(stack, set_id)
     first = await stack.client.get_workflow_handle(set_id).describe()
-    assert await stack.sets.start(request, set_id=set_id) == set_id
+    await start(stack, set_id)
     second = await stack.client.get_workflow_handle(set_id).describe()
 
     assert second.run_id == first.run_id, "the second start must attach to the running set, not start a new run"
-    assert second.status is WorkflowExecutionStatus.RUNNING
-    history = await stack.client.get_workflow_handle(set_id, run_id=first.run_id).fetch_history()
-    started = [e for e in history.events if e.HasField("workflow_execution_started_event_attributes")]
-    assert len(started) == 1
     await stack.sets.cancel(set_id)
     assert (await stack.sets.result(set_id)).status == "cancelled"
 
 
-async def test_deadline_auto_approves(time_skipping: Stack, set_id: str) -> None:
-    review = {"deadline": timedelta(hours=2), "on_deadline": "auto_approve"}
-    await time_skipping.sets.start(EmojiSetInput(character_prompt="a cat", review=review, **SMALL), set_id=set_id)
+async def test_final_deadline_auto_approves(time_skipping: Stack, set_id: str) -> None:
+    review = ReviewPolicy(start_frames=StagePolicy.AUTO, deadline=timedelta(hours=2))
+    await start(time_skipping, set_id, review=review)
     await wait_for_phase(time_skipping.sets, set_id, Phase.AWAITING_REVIEW)
     await time_skipping.env.sleep(timedelta(hours=2, minutes=1))
 
     result = await time_skipping.sets.result(set_id)
 
-    assert result.status == "completed"
-    assert result.approved_by == "review deadline (auto-approve)"
+    assert (result.status, result.approved_by) == ("completed", "review deadline (auto-approve)")
+
+
+async def test_start_frame_deadline_auto_approves_then_the_final_one_expires(time_skipping: Stack, set_id: str) -> None:
+    review = ReviewPolicy(deadline=timedelta(hours=3), on_deadline="auto_approve")
+    await start(time_skipping, set_id, review=review, actions=["wave"])
+    first = await wait_for_phase(time_skipping.sets, set_id, Phase.AWAITING_START_FRAME_REVIEW)
+    await time_skipping.env.sleep(timedelta(hours=3, minutes=1))
+    state = await wait_for_phase(time_skipping.sets, set_id, Phase.AWAITING_REVIEW)
+    assert state.actions[0].start_frame_approved_by == "review deadline (auto-approve)"
+    assert first.review_deadline is not None and state.review_deadline is not None
+    assert state.review_deadline > first.review_deadline, "the final review gets its own deadline"
+    await time_skipping.sets.cancel(set_id)
 
 
 async def test_deadline_expires(time_skipping: Stack, set_id: str) -> None:
-    review = {"deadline": timedelta(days=3), "on_deadline": "expire"}
-    await time_skipping.sets.start(EmojiSetInput(character_prompt="a cat", review=review, **SMALL), set_id=set_id)
-    state = await wait_for_phase(time_skipping.sets, set_id, Phase.AWAITING_REVIEW)
+    review = ReviewPolicy(start_frames=StagePolicy.AUTO, deadline=timedelta(days=3), on_deadline="expire")
+    await start(time_skipping, set_id, review=review)
+    await wait_for_phase(time_skipping.sets, set_id, Phase.AWAITING_REVIEW)
     await time_skipping.env.sleep(timedelta(days=2, hours=23))
     assert (await time_skipping.sets.state(set_id)).phase is Phase.AWAITING_REVIEW, "not before the deadline"
     await time_skipping.env.sleep(timedelta(hours=2))
 
     result = await time_skipping.sets.result(set_id)
 
-    assert (result.status, result.reason) == ("expired", "review deadline passed without approval")
-    final = await time_skipping.sets.state(set_id)
-    assert result.emojis == [] and final.phase is Phase.EXPIRED
-    assert final.review_deadline == state.review_deadline
+    assert (result.status, result.reason) == ("expired", "review deadline passed without a decision")
+    assert result.emojis == [] and (await time_skipping.sets.state(set_id)).phase is Phase.EXPIRED
 
 
-async def test_deadline_cannot_auto_approve_unusable_frames(time_skipping: Stack, set_id: str) -> None:
-    review = {"deadline": timedelta(hours=1), "on_deadline": "auto_approve"}
-    request = EmojiSetInput(character_prompt="a cat", review=review, generator=RefusesFrameOne.name, **SMALL)
-    await time_skipping.sets.start(request, set_id=set_id)
+async def test_deadline_cannot_auto_approve_an_unusable_set(time_skipping: Stack, set_id: str) -> None:
+    review = ReviewPolicy(start_frames=StagePolicy.AUTO, deadline=timedelta(hours=1))
+    await start(time_skipping, set_id, review=review, generator=RefusesClip.name)
     await wait_for_phase(time_skipping.sets, set_id, Phase.AWAITING_REVIEW)
     await time_skipping.env.sleep(timedelta(hours=1, minutes=1))
 
     result = await time_skipping.sets.result(set_id)
 
     assert result.status == "expired"
-    assert result.reason == "review deadline passed; cannot auto-approve, no usable candidate for wave#1, heart#1"
+    assert result.reason == "review deadline passed; cannot auto-approve, not usable: heart"

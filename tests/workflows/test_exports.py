@@ -9,10 +9,18 @@ import pytest
 
 from starter.client import EmojiSetError
 from testkit.stack import Stack, wait_for_phase
-from workflows.contract import EmojiSetInput, ExportTarget, Phase
-from workflows.presets import DEFAULT_POSES
+from workflows.contract import EmojiSetInput, ExportTarget, Phase, ReviewPolicy, StagePolicy
+from workflows.presets import DEFAULT_ACTIONS
 
-EIGHT = {"poses": list(DEFAULT_POSES), "frames_per_emoji": 8, "candidates_per_frame": 1, "image_size": 128}
+EIGHT = {
+    "actions": list(DEFAULT_ACTIONS),
+    "frames_per_emoji": 8,
+    "neighbours": 0,
+    "clip_seconds": 1.0,
+    "clip_fps": 16,
+    "image_size": 128,
+    "review": ReviewPolicy(start_frames=StagePolicy.AUTO),
+}
 
 
 async def approved(stack: Stack, set_id: str, **fields: object) -> None:
@@ -35,12 +43,12 @@ async def test_an_approved_set_of_eight_gets_its_line_and_slack_packages(stack: 
     assert line.archive is not None
     with zipfile.ZipFile(io.BytesIO(stack.store.get(line.archive))) as archive:
         assert archive.namelist() == [file.name for file in line.files]
-    assert [file.name for file in slack.files] == [f"{pose}.gif" for pose in DEFAULT_POSES] and slack.archive is None
+    assert [file.name for file in slack.files] == [f"{pose}.gif" for pose in DEFAULT_ACTIONS] and slack.archive is None
 
 
 async def test_a_set_a_platform_does_not_take_is_told_at_start_and_still_completes(stack: Stack, set_id: str) -> None:
     await stack.sets.start(
-        EmojiSetInput(character_prompt="a cat", poses=["wave", "heart"], frames_per_emoji=5, image_size=64),
+        EmojiSetInput(character_prompt="a cat", **{**EIGHT, "actions": ["wave", "heart"], "image_size": 64}),
         set_id=set_id,
     )
     state = await wait_for_phase(stack.sets, set_id, Phase.AWAITING_REVIEW)
@@ -56,7 +64,7 @@ async def test_a_set_a_platform_does_not_take_is_told_at_start_and_still_complet
 
 
 async def test_a_completed_set_is_exported_again_without_redoing_anything(stack: Stack, set_id: str) -> None:
-    await approved(stack, set_id, export_targets=[ExportTarget.GENERIC], **{**EIGHT, "poses": ["wave", "laugh"]})
+    await approved(stack, set_id, export_targets=[ExportTarget.GENERIC], **{**EIGHT, "actions": ["wave", "laugh"]})
     await stack.sets.result(set_id)
     history = await stack.client.get_workflow_handle(set_id).fetch_history()
 

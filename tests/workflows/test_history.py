@@ -17,21 +17,44 @@ from temporalio.worker import Replayer
 
 from testkit.servers import start_throwaway_server
 from testkit.stack import Stack, StackSettings, run_stack, wait_for_phase
-from workflows.contract import EmojiSetInput, Phase, PickCandidateInput, PickSource, RegenerateFrameInput
+from workflows.contract import (
+    EmojiSetInput,
+    Phase,
+    PickCandidateInput,
+    PickSource,
+    RegenerateActionInput,
+    RegenerateFrameInput,
+    RegenerateStartFrameInput,
+    ReviewPolicy,
+)
 from workflows.emoji_set import EmojiSetWorkflow
 
-IMAGE_SIGNATURES = [b"\x89PNG", b"GIF8", b"RIFF", b"\xff\xd8\xff"]
+IMAGE_SIGNATURES = [b"\x89PNG", b"GIF8", b"RIFF", b"\xff\xd8\xff", b"ftypisom", b"ftypmp4"]
+"""PNG, GIF, WebP, JPEG and MP4 (clips)."""
 MAX_PAYLOAD_BYTES = 16 * 1024
 
 
+SMALL = {"frames_per_emoji": 3, "neighbours": 1, "clip_seconds": 1.0, "clip_fps": 12, "image_size": 96}
+
+
 async def run_reviewed_set(stack: Stack, set_id: str) -> WorkflowHistory:
+    """A set through every kind of message: start frame review, picks, a new take, a frame edit, approval."""
     request = EmojiSetInput(
-        character_prompt="a purple robot", poses=["wave", "sleep"], frames_per_emoji=3, image_size=96
+        character_prompt="a purple robot", actions=["wave", "sleep"], review=ReviewPolicy(), **SMALL
     )
     await stack.sets.start(request, set_id=set_id)
+    await wait_for_phase(stack.sets, set_id, Phase.AWAITING_START_FRAME_REVIEW)
+    async with asyncio.timeout(30):
+        while len((await stack.sets.state(set_id)).awaiting()) == 0:
+            await asyncio.sleep(0.1)
+    await stack.sets.regenerate_start_frame(
+        RegenerateStartFrameInput(action="sleep", prompt="curled up"), set_id=set_id
+    )
+    await stack.sets.approve_start_frames(set_id)
     await wait_for_phase(stack.sets, set_id, Phase.AWAITING_REVIEW)
     await stack.sets.pick(PickCandidateInput(emoji="sleep", frame=0, candidate=1), set_id=set_id)
-    await stack.sets.regenerate(RegenerateFrameInput(emoji="wave", frame=2, prompt="waving shyly"), set_id=set_id)
+    await stack.sets.regenerate_frame(RegenerateFrameInput(emoji="wave", frame=2, prompt="waving shyly"), set_id=set_id)
+    await stack.sets.regenerate_action(RegenerateActionInput(emoji="sleep", motion_prompt="snores"), set_id=set_id)
     await stack.sets.approve(set_id)
     await stack.sets.result(set_id)
     return await stack.client.get_workflow_handle(set_id).fetch_history()
@@ -92,15 +115,16 @@ async def eager_continue_as_new(settings: StackSettings) -> AsyncIterator[Stack]
 async def test_continue_as_new_carries_the_whole_state(eager_continue_as_new: Stack) -> None:
     stack, set_id = eager_continue_as_new, f"can-{uuid.uuid4().hex[:8]}"
     await stack.sets.start(
-        EmojiSetInput(character_prompt="a cat", poses=["wave"], frames_per_emoji=4, image_size=64), set_id=set_id
+        EmojiSetInput(character_prompt="a cat", actions=["wave"], review=ReviewPolicy(start_frames="auto"), **SMALL),
+        set_id=set_id,
     )
     async with asyncio.timeout(60):
         while (state := await stack.sets.state(set_id)).phase is not Phase.AWAITING_REVIEW or state.runs < 2:
             await asyncio.sleep(0.1)
     deadline = state.review_deadline
-    for frame in range(4):
+    for frame in range(3):
         await stack.sets.pick(PickCandidateInput(emoji="wave", frame=frame, candidate=1), set_id=set_id)
-    await stack.sets.regenerate(RegenerateFrameInput(emoji="wave", frame=3, prompt="waving twice"), set_id=set_id)
+    await stack.sets.regenerate_frame(RegenerateFrameInput(emoji="wave", frame=2, prompt="waving twice"), set_id=set_id)
     await stack.sets.approve(set_id)
 
     result = await stack.sets.result(set_id)
@@ -108,6 +132,6 @@ async def test_continue_as_new_carries_the_whole_state(eager_continue_as_new: St
     final = await stack.sets.state(set_id)
     assert result.status == "completed" and final.runs >= 2
     assert final.review_deadline == deadline, "the review deadline does not restart with each run"
-    frames = final.emojis[0].frames
-    assert [(f.pick, f.picked_by) for f in frames] == [(1, PickSource.HUMAN)] * 4
-    assert len(frames[3].candidates) == 4 and frames[3].regenerations == 1
+    frames = final.actions[0].frames
+    assert [(f.pick, f.picked_by) for f in frames[:2]] == [(1, PickSource.HUMAN)] * 2
+    assert frames[2].edits == 1 and frames[2].picked_by is PickSource.HUMAN

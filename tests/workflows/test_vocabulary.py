@@ -13,9 +13,9 @@ import pytest
 from temporalio import activity
 
 from activities.assemble import AssemblyActivities
-from activities.generate import GenerationActivities
 from activities.generation.base import GenerationError
 from activities.platform_exports import PlatformExportActivities
+from activities.production import ProductionActivities
 from core.artifacts import ArtifactError
 from gpu_activity_worker.activities import MattingActivities
 from gpu_activity_worker.engines.base import MattingError
@@ -55,7 +55,7 @@ def vocabulary_member(node: ast.expr, enum: type) -> bool:
 
 def test_every_retry_policy_lists_exactly_the_non_retryable_failures() -> None:
     policies = [value for value in vars(emoji_set).values() if type(value).__name__ == "RetryPolicy"]
-    assert len(policies) == 4
+    assert len(policies) == 3
     for policy in policies:
         assert set(policy.non_retryable_error_types or []) == {failure.value for failure in NON_RETRYABLE_FAILURES}
 
@@ -109,7 +109,7 @@ def activity_names(*owners: type) -> set[str]:
 
 
 def test_the_workers_register_every_activity_of_the_vocabulary() -> None:
-    orchestration = activity_names(GenerationActivities, AssemblyActivities, PlatformExportActivities)
+    orchestration = activity_names(ProductionActivities, AssemblyActivities, PlatformExportActivities)
     gpu = activity_names(MattingActivities)
     assert orchestration | gpu == {name.value for name in ActivityName}
     assert activity_names(RunPodDispatcher) == gpu, "the dispatcher serves the GPU queue's whole contract"

@@ -1,36 +1,39 @@
 """The procedural generator: an offline, deterministic cartoon character, the default backend.
 
-The character is read from the prompt (body colour, creature kind, accessories), posed per preset (expression, prop,
-motion) and drawn with the signed-distance shapes of :mod:`activities.generation.drawing` over a uniform background.
-Because the drawing's alpha is exactly the coverage used to composite it, :func:`render_frame` also returns each
-frame's true alpha, which quality tests and benchmarks compare matting results against.
+The character is read from the prompt (body colour, creature kind, accessories) and drawn with the signed-distance
+shapes of :mod:`activities.generation.drawing` on plain white, as hosted models return characters and clips. Each
+action is drawn with its staging (motion, expression, prop); its clip is one loop of the motion, with the flaws of a
+real image-to-video clip. Because a drawing's alpha is exactly the coverage used to composite it, :func:`render` and
+:func:`render_clip` also return the true alpha, which quality tests and benchmarks compare matting results against.
 
-All geometry is laid out on a 256 x 256 design grid and scaled to the requested size. Frame ``f`` of ``n`` is the phase
-``t = (f mod n) / n`` of a loop, so the last frame leads smoothly back to the first.
-
-This module renders frames and registers the generator; the work is split over its submodules:
+The work is split over the submodules:
 
 - :mod:`.prompt`: reading the character and the style from text (:class:`CharacterSpec`, :class:`StyleTweaks`);
-- :mod:`.motion`: the looping :class:`Pose` and the per-candidate :class:`CandidateLook`;
-- :mod:`.painter`: painting the character, with the layers of :mod:`.face`, :mod:`.accessories` and :mod:`.props`
-  over the shared state and helpers of :mod:`.brush`.
+- :mod:`.keywords`: an action's :class:`Staging`, read from its prompts for a custom action;
+- :mod:`.motion`: the looping :class:`Pose`, the per-candidate :class:`CandidateLook` and :class:`Variation`;
+- :mod:`.scene` and :mod:`.render`: what one drawing shows (:class:`Scene`) and drawing it (:func:`render`), with the
+  painter of :mod:`.painter` and its layers (:mod:`.face`, :mod:`.accessories`, :mod:`.props`, :mod:`.brush`);
+- :mod:`.upload`: keying an uploaded character against white and posing it by affine warps;
+- :mod:`.stills`, :mod:`.clip` and :mod:`.defects`: the image roles, the clip role and the clip's flaws;
+- :mod:`.generator`: :class:`ProceduralGenerator`, the four roles off the event loop.
 """
 
 from __future__ import annotations
 
-import asyncio
-import io
-from dataclasses import dataclass
-from typing import ClassVar
-
-import numpy as np
-from numpy.typing import NDArray
-from PIL import Image
-
-from activities.generation.base import GeneratedImage
-from activities.generation.drawing import Affine, Canvas, Colour, FloatArray
-from activities.generation.procedural.motion import GROUND_X, GROUND_Y, CandidateLook, Pose
-from activities.generation.procedural.painter import CharacterPainter
+from activities.generation.procedural.clip import (
+    RenderedClip,
+    SourceFrame,
+    clip_edge,
+    clip_frames,
+    clip_mp4,
+    encode_mp4,
+    render_clip,
+    source_frame_count,
+)
+from activities.generation.procedural.defects import Defect, DefectKind, defect_schedule
+from activities.generation.procedural.generator import ProceduralGenerator
+from activities.generation.procedural.keywords import REST, Staging, infer_staging, staging_for
+from activities.generation.procedural.motion import GROUND_X, GROUND_Y, CandidateLook, Pose, Variation
 from activities.generation.procedural.prompt import (
     ACCESSORY_WORDS,
     ANATOMY,
@@ -45,10 +48,19 @@ from activities.generation.procedural.prompt import (
     Nose,
     Silhouette,
     StyleTweaks,
-    character_for,
+    custom_words,
     stable_fraction,
 )
-from workflows.contract import GenerateFrameInput
+from activities.generation.procedural.render import DESIGN_SIZE, FRAMING, MARGIN, RenderedFrame, render
+from activities.generation.procedural.scene import Scene, action_scene, character_scene
+from activities.generation.procedural.stills import (
+    StartFrameNote,
+    character_images,
+    edited_frames,
+    start_frame_images,
+    start_frame_variation,
+)
+from activities.generation.procedural.upload import PicturePose, key_white, warped
 
 __all__ = [
     "ACCESSORY_WORDS",
@@ -60,97 +72,47 @@ __all__ = [
     "GROUND_Y",
     "KIND_WORDS",
     "MARGIN",
+    "REST",
     "WHITE",
     "Accessory",
     "Anatomy",
     "CandidateLook",
     "CharacterSpec",
+    "Defect",
+    "DefectKind",
     "Ears",
     "Kind",
     "Nose",
+    "PicturePose",
     "Pose",
     "ProceduralGenerator",
+    "RenderedClip",
     "RenderedFrame",
+    "Scene",
     "Silhouette",
+    "SourceFrame",
+    "Staging",
+    "StartFrameNote",
     "StyleTweaks",
-    "character_for",
-    "render_frame",
-    "render_layers",
+    "Variation",
+    "action_scene",
+    "character_images",
+    "character_scene",
+    "clip_edge",
+    "clip_frames",
+    "clip_mp4",
+    "custom_words",
+    "defect_schedule",
+    "edited_frames",
+    "encode_mp4",
+    "infer_staging",
+    "key_white",
+    "render",
+    "render_clip",
+    "source_frame_count",
     "stable_fraction",
+    "staging_for",
+    "start_frame_images",
+    "start_frame_variation",
+    "warped",
 ]
-
-DESIGN_SIZE = 256.0
-"""Edge of the design grid all geometry is laid out on."""
-
-MARGIN = 0.06
-"""Fraction of the frame edge the character and its props always stay clear of."""
-
-FRAMING = Affine.translation(0.0, 4.0).then(Affine.scaling(1.08, 1.08, 128.0, 128.0))
-"""Design grid -> frame (in design units): centres and enlarges the envelope of every kind, accessory, pose and prop
-over the whole loop so that it fills the frame but stays inside ``MARGIN``."""
-
-
-@dataclass(frozen=True)
-class RenderedFrame:
-    """A drawn frame before compositing: premultiplied character colour, its exact alpha, and the background."""
-
-    premultiplied: FloatArray
-    alpha: FloatArray
-    background: Colour
-
-    def composite(self) -> NDArray[np.uint8]:
-        """``alpha * character + (1 - alpha) * background`` in float, rounded once to uint8 RGB."""
-        background = np.asarray(self.background, dtype=np.float32)
-        image = self.premultiplied + (1.0 - self.alpha)[..., None] * background
-        return np.clip(np.rint(image), 0, 255).astype(np.uint8)
-
-
-def render_layers(request: GenerateFrameInput, candidate: int) -> RenderedFrame:
-    """Draw candidate ``candidate`` of the requested frame, deterministically."""
-    spec = character_for(request)
-    look = CandidateLook.for_candidate(spec, request.seed, candidate)
-    t = (request.frame % request.frame_count) / request.frame_count if request.frame_count > 0 else 0.0
-    pixels_per_unit = request.image_size / DESIGN_SIZE
-    canvas = Canvas(request.image_size, FRAMING.then(Affine.scaling(pixels_per_unit, pixels_per_unit)))
-    CharacterPainter(canvas, spec, look, StyleTweaks.from_style(request.style), request.pose, t).paint()
-    return RenderedFrame(canvas.premultiplied, canvas.alpha, look.background)
-
-
-def render_frame(request: GenerateFrameInput, candidate: int) -> tuple[NDArray[np.uint8], FloatArray]:
-    """Draw one candidate frame.
-
-    Returns:
-        The RGB image (uint8, H x W x 3) composited over its background, and the true alpha (float32, H x W, 0..1)
-        that was used to composite it.
-    """
-    frame = render_layers(request, candidate)
-    return frame.composite(), frame.alpha
-
-
-def _png(array: NDArray[np.uint8]) -> bytes:
-    """PNG bytes of an RGB (H x W x 3) or greyscale (H x W) uint8 image."""
-    buffer = io.BytesIO()
-    Image.fromarray(array).save(buffer, format="PNG")
-    return buffer.getvalue()
-
-
-class ProceduralGenerator:
-    """The offline generator: cartoon frames drawn from the prompt."""
-
-    name: ClassVar[str] = "procedural"
-
-    async def generate(self, request: GenerateFrameInput) -> list[GeneratedImage]:
-        """Draw ``request.count`` candidates off the event loop, as PNGs."""
-        return await asyncio.to_thread(self.generate_now, request)
-
-    def generate_now(self, request: GenerateFrameInput) -> list[GeneratedImage]:
-        """The blocking work of :meth:`generate`."""
-        images = []
-        for candidate in range(request.first_candidate, request.first_candidate + request.count):
-            rgb, _ = render_frame(request, candidate)
-            images.append(
-                GeneratedImage(
-                    data=_png(rgb), media_type="image/png", width=request.image_size, height=request.image_size
-                )
-            )
-        return images

@@ -1,6 +1,6 @@
 """What every part of the character painter shares: the fixed palette, the layout of body and face, and :class:`Brush`.
 
-A :class:`Brush` holds the state of one frame being painted (character, look, pose, colours derived from the body) and
+A :class:`Brush` holds the state of one frame being painted (its scene, pose and the colours derived from the body) and
 the helpers that put shapes on the canvas: filled, outlined, or mirrored about the vertical centre line.
 """
 
@@ -27,9 +27,8 @@ from activities.generation.drawing import (
     luminance,
     mix,
 )
-from activities.generation.procedural.motion import CandidateLook, Pose
-from activities.generation.procedural.prompt import WHITE, Anatomy, CharacterSpec, Ears, Nose, Silhouette, StyleTweaks
-from workflows.presets import PosePreset
+from activities.generation.procedural.prompt import WHITE, Anatomy, Ears, Nose, Silhouette
+from activities.generation.procedural.scene import Scene
 
 # The fixed palette: colours that do not depend on the character's body colour.
 INK: Colour = (44.0, 32.0, 48.0)
@@ -97,29 +96,25 @@ class Brush:
 
     Args:
         canvas: Where the frame is painted.
-        spec: The character drawn.
-        look: The per-candidate variation (body colour, motion amplitude, accessory tilt).
-        style: Outline weight and shading strength.
-        preset: The pose: expression, prop and motion.
+        scene: What is drawn: the character, its look, the style, the action's staging and the motion's variation.
         t: The phase of the motion's loop, in [0, 1).
     """
 
-    def __init__(
-        self, canvas: Canvas, spec: CharacterSpec, look: CandidateLook, style: StyleTweaks, preset: PosePreset, t: float
-    ) -> None:
+    def __init__(self, canvas: Canvas, scene: Scene, t: float) -> None:
         self.canvas = canvas
-        self.spec = spec
-        self.anatomy = spec.anatomy
-        self.look = look
-        self.preset = preset
+        self.spec = scene.spec
+        self.anatomy = scene.spec.anatomy
+        self.look = scene.look
+        self.staging = scene.staging
         self.t = t
-        self.pose = Pose.at(preset.motion, t, look.amplitude)
+        self.pose = scene.pose(t)
         self.placement = self.pose.transform()
         self.face = _face_for(self.anatomy)
         self.body_shape = _body_shape(self.anatomy.silhouette)
         self.pixels_per_unit = canvas.view.scale
+        style = scene.style
         self.outline_width = 2.4 * style.outline
-        body = look.body
+        body = scene.look.body
         self.outline: Colour = mix(INK, mix(body, (0.0, 0.0, 0.0), 0.6), 0.25)
         self.ink: Colour = (236.0, 232.0, 240.0) if luminance(body) < 80.0 else self.outline
         self.body_fill = RadialShade(

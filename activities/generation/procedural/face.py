@@ -1,4 +1,4 @@
-"""Painting the face: blush, eye patches, nose, eyes and brows, mouth and whiskers, shaped by the pose's expression."""
+"""Painting the face: blush, eye patches, nose, eyes, brows, mouth and whiskers, as the action's expression has them."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ class FacePainting(Brush):
     def face_features(self) -> None:
         """Blush, eye patches, nose, eyes, mouth and whiskers."""
         face = self.face
-        blush_strength = 0.85 if self.preset.expression is Expression.LOVE else 0.55
+        blush_strength = 0.85 if self.staging.expression is Expression.LOVE else 0.55
         blush = mix(self.look.body, BLUSH, blush_strength)
         blush_shape = Ellipse(128.0 - face.eye_dx - 18.0, face.eye_y + 18.0, 10.0, 6.0)
         self.pair(blush_shape, blush, outline=False, softness=4.0 * self.pixels_per_unit)
@@ -72,7 +72,7 @@ class FacePainting(Brush):
         face = self.face
         left, right = 128.0 - face.eye_dx, 128.0 + face.eye_dx
         y = face.eye_y
-        expression = self.preset.expression
+        expression = self.staging.expression
         if expression is Expression.LAUGH:
             for x, side in ((left, 1.0), (right, -1.0)):
                 self.fill(polyline([(x - 7 * side, y - 6), (x + 6 * side, y), (x - 7 * side, y + 6)], 1.8), self.ink)
@@ -89,7 +89,7 @@ class FacePainting(Brush):
 
     def open_eye(self, x: float, y: float, side: float = -1.0) -> None:
         """An open eye at (``x``, ``y``), looking as the expression does; ``side`` is -1 for the left eye."""
-        expression = self.preset.expression
+        expression = self.staging.expression
         size = 1.15 if expression in (Expression.SURPRISED, Expression.LOVE, Expression.CRY) else 1.0
         pupil = {Expression.SURPRISED: 0.55, Expression.LOVE: 1.08, Expression.CRY: 1.05}.get(expression, 0.95)
         look_x, look_y = (3.0, -4.0) if expression is Expression.THINK else (0.0, 0.8)
@@ -104,7 +104,7 @@ class FacePainting(Brush):
 
     def brows(self, left: float, right: float, y: float) -> None:
         """The brows of the expressions that have them (angry, cry, surprised, think)."""
-        expression = self.preset.expression
+        expression = self.staging.expression
         width = self.thin(0.95)
         if expression is Expression.ANGRY:
             self.pair(Segment(left - 11.0, y - 20.0, left + 8.0, y - 13.0, width), self.ink, outline=False)
@@ -121,7 +121,7 @@ class FacePainting(Brush):
     def mouth(self) -> None:
         """The mouth of the expression, and fangs for kinds that have them."""
         x, y = 128.0, self.face.mouth_y
-        expression = self.preset.expression
+        expression = self.staging.expression
         stroke = self.thin(1.4)
         if expression is Expression.LAUGH:
             self.open_mouth(x, y - 3.0, 15.0, 14.0)

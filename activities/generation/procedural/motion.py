@@ -1,18 +1,20 @@
-"""How the character moves and how candidates differ: the looping :class:`Pose` and the per-candidate look.
+"""How the character moves and how candidates differ: the looping :class:`Pose`, :class:`CandidateLook` and
+:class:`Variation`.
 
-:meth:`Pose.at` gives the offset, tilt, squash and swing of a preset's motion at phase ``t`` of the loop;
-:class:`CandidateLook` jitters the body colour, scales the motion, tilts accessories and picks the background of one
-candidate, deterministically from (seed, candidate).
+:meth:`Pose.at` gives the offset, tilt, squash and swing of a motion at phase ``t`` of the loop. A character
+candidate's :class:`CandidateLook` jitters its body colour and tilts its accessories, deterministically from (seed,
+candidate); a :class:`Variation` scales and leans the motion of one start frame, take or frame edit, deterministically
+from its own key.
 """
 
 from __future__ import annotations
 
 import colorsys
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from activities.generation.drawing import Affine, Colour, colour_distance
-from activities.generation.procedural.prompt import WHITE, CharacterSpec, stable_fraction
+from activities.generation.drawing import Affine, Colour
+from activities.generation.procedural.prompt import CharacterSpec, stable_fraction
 from workflows.presets import Motion
 
 
@@ -27,67 +29,61 @@ def _from_hls(hue: float, lightness: float, saturation: float) -> Colour:
     return r * 255.0, g * 255.0, b * 255.0
 
 
-_TINT_HUES = (0.0, 0.08, 0.15, 0.3, 0.45, 0.55, 0.62, 0.75, 0.88)
-_PALE_TINTS = tuple(_from_hls(hue, 0.93, 0.75) for hue in _TINT_HUES)
-_DEEP_TINTS = tuple(_from_hls(hue, 0.78, 0.6) for hue in _TINT_HUES)
-_MIN_BACKGROUND_DISTANCE = 90.0
-_MIN_BACKGROUND_HUE_GAP = 0.12
-_WHITE_BACKGROUND_SHARE = 0.35
-
-
-def _hue_gap(a: Colour, b: Colour) -> float:
-    """Circular hue difference in [0, 0.5], or 0.5 when either colour is too grey to have a hue."""
-    (hue_a, light_a, sat_a), (hue_b, light_b, sat_b) = _hls(a), _hls(b)
-    if min(sat_a, sat_b) < 0.25 or not (0.08 < light_a < 0.97 and 0.08 < light_b < 0.97):
-        return 0.5
-    gap = abs(hue_a - hue_b) % 1.0
-    return min(gap, 1.0 - gap)
-
-
-def _background_options(body: Colour) -> list[Colour]:
-    """White and pale tints far enough from the body colour in RGB and hue; for a very pale body (where none is),
-    the deeper tints furthest from it."""
-    usable = [
-        colour
-        for colour in (WHITE, *_PALE_TINTS)
-        if colour_distance(colour, body) >= _MIN_BACKGROUND_DISTANCE
-        and (colour == WHITE or _hue_gap(colour, body) >= _MIN_BACKGROUND_HUE_GAP)
-    ]
-    return usable or sorted(_DEEP_TINTS, key=lambda colour: -colour_distance(colour, body))[:3]
-
-
 @dataclass(frozen=True)
 class CandidateLook:
-    """The small things that make the candidates of one frame differ, fixed per (seed, candidate)."""
+    """What makes the character candidates of one prompt differ, fixed per (seed, candidate)."""
 
     body: Colour
-    amplitude: float
     accessory_tilt: float
-    background: Colour
 
     @classmethod
     def for_candidate(cls, spec: CharacterSpec, seed: int, candidate: int) -> CandidateLook:
-        """Jitter body hue and lightness a little, scale the motion, tilt accessories, and pick a background.
-
-        The background is one uniform colour (plain white or a pale tint, never close to the body), with no vignette:
-        matting engines estimate the background colour from the frame border.
-        """
+        """Jitter the body's hue and lightness a little and tilt the accessories."""
         hue, lightness, saturation = _hls(spec.body)
         hue += (stable_fraction("hue", seed, candidate) - 0.5) * 0.04
         lightness += (stable_fraction("lightness", seed, candidate) - 0.5) * 0.06
-        body = _from_hls(hue, lightness, saturation)
-        options = _background_options(body)
-        tints = [colour for colour in options if colour != WHITE] or options
-        if WHITE in options and stable_fraction("white", seed, candidate) < _WHITE_BACKGROUND_SHARE:
-            background = WHITE
-        else:
-            background = tints[int(stable_fraction("tint", seed, candidate) * len(tints))]
         return cls(
-            body=body,
-            amplitude=0.85 + 0.3 * stable_fraction("amplitude", seed, candidate),
+            body=_from_hls(hue, lightness, saturation),
             accessory_tilt=(stable_fraction("tilt", seed, candidate) - 0.5) * 0.24,
-            background=background,
         )
+
+
+@dataclass(frozen=True)
+class Variation:
+    """How one start frame, take or frame edit moves differently from its siblings.
+
+    Attributes:
+        amplitude: Scales the motion (1 is the motion as designed; 0 stands still at rest).
+        lean: A slight tilt of the whole character about its feet, in radians, held through the loop.
+        swell: A take's change of amplitude over its loop: the amplitude at phase ``t`` is ``amplitude * (1 + swell *
+            sin²(πt))``, so it is ``amplitude`` at ``t = 0`` (the start frame) and the loop still closes.
+    """
+
+    amplitude: float = 1.0
+    lean: float = 0.0
+    swell: float = 0.0
+
+    @classmethod
+    def pick(cls, *key: object) -> Variation:
+        """A small deterministic variation for ``key`` (e.g. seed, action name, candidate): amplitude 0.9..1.1 and a
+        lean within ±0.03 rad."""
+        return cls(
+            amplitude=0.9 + 0.2 * stable_fraction("amplitude", *key),
+            lean=(stable_fraction("lean", *key) - 0.5) * 0.06,
+        )
+
+    def for_take(self, *key: object) -> Variation:
+        """This variation with the swell of the take ``key`` (e.g. seed, action name, take), within ±0.12."""
+        return Variation(self.amplitude, self.lean, (stable_fraction("swell", *key) - 0.5) * 0.24)
+
+    def amplitude_at(self, t: float) -> float:
+        """The amplitude at phase ``t``; periodic in ``t`` with period 1."""
+        return self.amplitude * (1.0 + self.swell * math.sin(math.pi * t) ** 2)
+
+    def pose(self, motion: Motion, t: float) -> Pose:
+        """The pose of ``motion`` at phase ``t`` as this variation moves it."""
+        pose = Pose.at(motion, t, self.amplitude_at(t))
+        return replace(pose, tilt=pose.tilt + self.lean)
 
 
 GROUND_X, GROUND_Y = 128.0, 218.0
@@ -108,7 +104,8 @@ class Pose:
 
     @classmethod
     def at(cls, motion: Motion, t: float, amplitude: float = 1.0) -> Pose:
-        """The pose at phase ``t`` in [0, 1) of the loop; periodic in ``t`` with period 1."""
+        """The pose at phase ``t`` of the loop; periodic in ``t`` with period 1."""
+        t %= 1.0
         wave = math.sin(2.0 * math.pi * t)
         a = amplitude
         match motion:
@@ -128,6 +125,11 @@ class Pose:
                 return cls(dx=3.0 * a * math.sin(4.0 * math.pi * t), dy=-6.0 - 8.0 * a * wave)
             case Motion.POP:
                 return cls(grow=1.0 + 0.16 * a * math.exp(-4.0 * t) * math.sin(3.0 * math.pi * t))
+            case Motion.NOD:
+                # Twice per loop the body folds down towards the feet, as wide as ever (grow undoes the squash's
+                # widening), and comes back upright.
+                stretch = 1.0 - 0.06 * a * math.sin(2.0 * math.pi * t) ** 2
+                return cls(stretch=stretch, grow=math.sqrt(stretch))
 
     def transform(self) -> Affine:
         """Design space of the character at rest -> design space of the frame."""

@@ -43,7 +43,7 @@ class CharacterPainter(FacePainting, AccessoryPainting, PropPainting):
 
     def paint(self) -> None:
         """Paint every layer onto the canvas, back to front."""
-        if self.preset.motion is Motion.WAVE:
+        if self.staging.motion is Motion.WAVE:
             self.raised_arm()
         self.ears_behind()
         self.feet()

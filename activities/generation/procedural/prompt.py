@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from activities.generation.drawing import Colour, colour_distance, mix
-from workflows.contract import GenerateFrameInput
 
 WHITE: Colour = (255.0, 255.0, 255.0)
 
@@ -215,7 +214,8 @@ def stable_fraction(*parts: object) -> float:
     return int.from_bytes(digest, "big") / 2.0**64
 
 
-def _words(text: str) -> list[str]:
+def words(text: str) -> list[str]:
+    """The lower-case words of ``text``, with "bow tie" and "top hat" each read as one word."""
     text = re.sub(r"\bbow[\s-]+tie\b", "bowtie", text.lower())
     text = re.sub(r"\btop[\s-]+hat\b", "tophat", text)
     return re.findall(r"[a-z]+", text)
@@ -236,11 +236,11 @@ class _PromptReading:
 
     @classmethod
     def of(cls, text: str) -> _PromptReading:
-        words = _words(text)
+        said = words(text)
         reading = cls()
         body_colours: list[Colour] = []
         loose_colours: list[Colour] = []
-        for index, word in enumerate(words):
+        for index, word in enumerate(said):
             kind = _lookup(word, KIND_WORDS)
             accessory = _lookup(word, ACCESSORY_WORDS)
             if isinstance(kind, Kind) and reading.kind is None:
@@ -249,8 +249,8 @@ class _PromptReading:
                 reading.accessories.setdefault(accessory, None)
             if word not in COLOUR_WORDS:
                 continue
-            colour = _shaded(COLOUR_WORDS[word], words[index - 1] if index else "")
-            target = _attached_word(words[index + 1 : index + 1 + _ATTACH_REACH])
+            colour = _shaded(COLOUR_WORDS[word], said[index - 1] if index else "")
+            target = _attached_word(said[index + 1 : index + 1 + _ATTACH_REACH])
             if isinstance(target, Accessory):
                 if reading.accessories.get(target) is None:
                     reading.accessories[target] = colour
@@ -344,13 +344,16 @@ class StyleTweaks:
     @classmethod
     def from_style(cls, style: str) -> StyleTweaks:
         """Read the tweaks of ``style`` (case-insensitive); words it does not know change nothing."""
-        words = set(_words(style))
-        outline = 1.25 if words & {"bold", "thick", "sticker"} else 0.8 if words & {"thin", "delicate"} else 1.0
-        shading = 0.6 if "flat" in words else 1.4 if words & {"soft", "glossy", "shiny", "3d"} else 1.0
+        named = set(words(style))
+        outline = 1.25 if named & {"bold", "thick", "sticker"} else 0.8 if named & {"thin", "delicate"} else 1.0
+        shading = 0.6 if "flat" in named else 1.4 if named & {"soft", "glossy", "shiny", "3d"} else 1.0
         return cls(outline=outline, shading=shading)
 
 
-def character_for(request: GenerateFrameInput) -> CharacterSpec:
-    """The character of a request: its character prompt, refined by any custom words in the frame prompt."""
-    custom = request.prompt.replace(request.character_prompt, " ").replace(request.pose.prompt, " ")
-    return CharacterSpec.from_prompt(request.character_prompt, request.seed).refined(custom)
+def custom_words(prompt: str, *own: str) -> str:
+    """What a reviewer added to ``prompt``: the prompt with each of the ``own`` texts (the character's or action's
+    own prompts it may quote) taken out, case-insensitively; empty when the prompt is just those."""
+    for text in own:
+        if text.strip():
+            prompt = re.sub(re.escape(text.strip()), " ", prompt, flags=re.IGNORECASE)
+    return " ".join(prompt.split())

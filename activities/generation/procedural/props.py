@@ -1,4 +1,4 @@
-"""Painting the arms and the pose's props: arms at rest or waving, and what the character holds or shows next to it.
+"""Painting the arms and the action's props: arms at rest or waving, and what the character holds or shows next to it.
 
 The props are a held heart, a thumb up, tears, a sleep bubble and zzz, steam, sparkles and a question mark; those
 floating next to the character move through their own loop with the phase ``t``.
@@ -41,7 +41,7 @@ class PropPainting(Brush):
 
     def arms(self) -> None:
         """The arms in front of the body: at rest, holding the heart or giving a thumb up."""
-        prop = self.preset.prop
+        prop = self.staging.prop
         rest = Ellipse(66.0, 176.0, 10.0, 14.0, 0.5)
         if prop is Prop.HEART:
             self.held_heart()
@@ -50,7 +50,7 @@ class PropPainting(Brush):
         self.outlined(rest, self.body_fill)
         if prop is Prop.THUMB:
             self.thumbs_up()
-        elif self.preset.motion is not Motion.WAVE:
+        elif self.staging.motion is not Motion.WAVE:
             self.outlined(mirrored(rest), self.body_fill)
 
     def held_heart(self) -> None:
@@ -68,8 +68,8 @@ class PropPainting(Brush):
             self.fill(Segment(186.0, y, 205.0, y, self.thin(0.8)), self.outline)
 
     def props(self) -> None:
-        """The pose's prop next to the character, if any (the heart and thumb are drawn with the arms)."""
-        prop = self.preset.prop
+        """The action's prop next to the character, if any (the heart and thumb are drawn with the arms)."""
+        prop = self.staging.prop
         if prop is Prop.TEAR:
             self.tears()
         elif prop is Prop.ZZZ:

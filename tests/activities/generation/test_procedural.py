@@ -1,68 +1,204 @@
-"""The procedural generator: deterministic, exact alpha, cartoon features, motion that loops, inside the margin."""
+"""The procedural generator's four roles: characters and start frames on white, clips that decode to the drawn frames
+with their true alpha and deterministic defects, frame edits; the upload path; custom actions; determinism."""
 
 from __future__ import annotations
 
 import dataclasses
 import io
+import itertools
 import math
 
+import av
 import numpy as np
 import pytest
 from numpy.typing import NDArray
 from PIL import Image
+from scipy import ndimage
 
 from activities.generation import builtin_generators
+from activities.generation.base import GenerationRefused
 from activities.generation.procedural import (
+    DESIGN_SIZE,
+    FRAMING,
     MARGIN,
-    WHITE,
     Accessory,
-    CandidateLook,
     CharacterSpec,
+    Defect,
+    DefectKind,
     Kind,
     Pose,
     ProceduralGenerator,
-    character_for,
-    render_frame,
-    render_layers,
+    StartFrameNote,
+    Variation,
+    action_scene,
+    character_images,
+    character_scene,
+    clip_frames,
+    clip_mp4,
+    custom_words,
+    defect_schedule,
+    edited_frames,
+    infer_staging,
+    key_white,
+    render,
+    render_clip,
+    staging_for,
+    start_frame_images,
+    start_frame_variation,
 )
-from workflows.contract import GenerateFrameInput
-from workflows.presets import PRESETS, Motion
+from activities.generation.procedural.upload import KEY_FLOOR
+from workflows.contract import (
+    ActionSpec,
+    ArtifactRef,
+    CharacterRef,
+    CustomAction,
+    EditFrameInput,
+    GenerateCharacterInput,
+    GenerateClipInput,
+    GenerateStartFrameInput,
+)
+from workflows.presets import PRESETS, Expression, Motion, Prop
 
 CAT = "a round orange cat with a blue scarf"
 TALL = "a pink bunny with a top hat, headphones and a scarf"
+STYLE = "flat cartoon sticker"
+SEED = 7
+REF = ArtifactRef(uri="memory://artifact", sha256="0" * 64, size_bytes=1, media_type="image/png")
 
 
-def request(
-    pose: str = "wave",
-    *,
-    prompt: str = CAT,
-    frame: int = 0,
-    frame_count: int = 8,
-    size: int = 128,
-    seed: int = 7,
-    first_candidate: int = 0,
-    count: int = 1,
-    custom: str | None = None,
-) -> GenerateFrameInput:
-    preset = PRESETS[pose]
-    return GenerateFrameInput(
+def action(name: str = "wave") -> ActionSpec:
+    return ActionSpec.of_preset(PRESETS[name])
+
+
+def drawn(candidate: int = 1, prompt: str = CAT) -> CharacterRef:
+    return CharacterRef(image=REF, prompt=prompt, candidate=candidate)
+
+
+UPLOADED = CharacterRef(image=REF)
+
+
+def character_request(*, size: int = 96, first: int = 0, count: int = 2, prompt: str = CAT) -> GenerateCharacterInput:
+    return GenerateCharacterInput(
         set_id="set-1",
-        pose=preset,
-        character_prompt=prompt,
-        style="flat cartoon sticker",
-        prompt=f"{prompt}, {custom or preset.prompt}",
-        frame=frame,
-        frame_count=frame_count,
-        first_candidate=first_candidate,
+        prompt=prompt,
+        style=STYLE,
+        first_candidate=first,
         count=count,
         generator="procedural",
-        image_size=size,
-        seed=seed,
+        size=size,
+        seed=SEED,
     )
 
 
-def fractional(alpha: NDArray[np.floating]) -> NDArray[np.bool_]:
-    return (alpha > 0.0) & (alpha < 1.0)
+def start_frame_request(
+    act: ActionSpec | None = None,
+    *,
+    character: CharacterRef | None = None,
+    prompt: str | None = None,
+    size: int = 96,
+    first: int = 0,
+    count: int = 2,
+) -> GenerateStartFrameInput:
+    act = act or action()
+    return GenerateStartFrameInput(
+        set_id="set-1",
+        action=act,
+        character=character or drawn(),
+        prompt=act.pose_prompt if prompt is None else prompt,
+        style=STYLE,
+        first_candidate=first,
+        count=count,
+        generator="procedural",
+        size=size,
+        seed=SEED,
+    )
+
+
+def clip_request(
+    act: ActionSpec | None = None,
+    *,
+    character: CharacterRef | None = None,
+    take: int = 0,
+    seconds: float = 2.0,
+    fps: int = 24,
+    size: int = 96,
+) -> GenerateClipInput:
+    act = act or action()
+    return GenerateClipInput(
+        set_id="set-1",
+        action=act,
+        character=character or drawn(),
+        start_frame=REF,
+        motion_prompt=act.motion_prompt,
+        take=take,
+        seconds=seconds,
+        fps=fps,
+        generator="procedural",
+        size=size,
+        seed=SEED,
+    )
+
+
+def edit_request(
+    act: ActionSpec | None = None,
+    *,
+    character: CharacterRef | None = None,
+    prompt: str = "cleaner lines",
+    frame: int = 3,
+    frames: int = 12,
+    size: int = 96,
+    count: int = 2,
+) -> EditFrameInput:
+    return EditFrameInput(
+        set_id="set-1",
+        action=act or action(),
+        character=character or drawn(),
+        frame=frame,
+        frames=frames,
+        source=REF,
+        prompt=prompt,
+        style=STYLE,
+        first_candidate=0,
+        count=count,
+        generator="procedural",
+        size=size,
+        seed=SEED,
+    )
+
+
+def start_frame(request: GenerateStartFrameInput, character: bytes = b"", index: int = 0) -> bytes:
+    return start_frame_images(request, character)[index].data
+
+
+def pixels(data: bytes) -> NDArray[np.uint8]:
+    with Image.open(io.BytesIO(data)) as image:
+        assert image.mode == "RGB"
+        return np.asarray(image)
+
+
+def decoded(mp4: bytes) -> tuple[NDArray[np.uint8], float, tuple[int, int]]:
+    """Every frame of an MP4 as RGB, its frame rate and (width, height)."""
+    with av.open(io.BytesIO(mp4), mode="r") as container:
+        stream = container.streams.video[0]
+        assert stream.codec_context.name == "h264"
+        frames = np.stack([frame.to_ndarray(format="rgb24") for frame in container.decode(stream)]).astype(np.uint8)
+        assert stream.average_rate is not None
+        return frames, float(stream.average_rate), (stream.codec_context.width, stream.codec_context.height)
+
+
+def yuv420p(rgb: NDArray[np.uint8]) -> NDArray[np.uint8]:
+    """``rgb`` through the clip's pixel format and back, without compression."""
+    frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
+    return np.asarray(frame.to_ndarray(format="rgb24"), dtype=np.uint8)
+
+
+def mean_error(video: NDArray[np.uint8], frames: NDArray[np.uint8]) -> NDArray[np.float64]:
+    """The mean absolute difference of each frame of ``video`` from the same frame of ``frames``."""
+    return np.abs(video.astype(np.int16) - frames).mean(axis=(1, 2, 3))
+
+
+def border(image: NDArray[np.generic]) -> NDArray[np.generic]:
+    return np.concatenate([image[0], image[-1], image[:, 0], image[:, -1]])
 
 
 def covers_margin(alpha: NDArray[np.floating]) -> bool:
@@ -74,7 +210,37 @@ def covers_margin(alpha: NDArray[np.floating]) -> bool:
     return bool(np.any(alpha[band] > 0.0))
 
 
-# --- Reading the prompt ------------------------------------------------------------------------------------------
+def sharpness(rgb: NDArray[np.uint8]) -> float:
+    return float(np.abs(ndimage.laplace(rgb.astype(np.float32).mean(axis=2))).mean())
+
+
+def picture_on_white(size: int = 96) -> NDArray[np.uint8]:
+    """An uploaded character as the upload module leaves it: a red blob with a white eye, on white."""
+    y, x = np.mgrid[0:size, 0:size] + 0.5
+    blob = np.clip(size * 0.3 - np.hypot(x - size / 2, y - size * 0.55) + 0.5, 0.0, 1.0)
+    eye = np.clip(size * 0.07 - np.hypot(x - size * 0.45, y - size * 0.5) + 0.5, 0.0, 1.0)
+    red = np.array([220.0, 60.0, 70.0])
+    colour = red[None, None] * (1.0 - eye[..., None]) + 255.0 * eye[..., None]
+    image = colour * blob[..., None] + 255.0 * (1.0 - blob[..., None])
+    return np.rint(image).astype(np.uint8)
+
+
+def _forehead(size: int) -> tuple[int, int]:
+    x, y = FRAMING.apply(128.0, 120.0)
+    return math.floor(y * size / DESIGN_SIZE), math.floor(x * size / DESIGN_SIZE)
+
+
+FOREHEAD = _forehead(96)
+"""A pixel of the body's colour, between the ears and above the eyes, in a 96 px frame."""
+
+
+def png(rgb: NDArray[np.uint8]) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(rgb, "RGB").save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+# --- Reading the prompts -----------------------------------------------------------------------------------------
 
 
 def test_prompt_gives_kind_body_colour_and_coloured_accessories() -> None:
@@ -100,142 +266,416 @@ def test_unknown_words_fall_back_deterministically() -> None:
     assert first.accessories == ()
 
 
-def test_custom_prompt_refines_the_character() -> None:
-    custom = request(custom="now as a purple bunny wearing a crown")
+def test_custom_words_are_what_a_reviewer_added() -> None:
+    pose = PRESETS["wave"].pose_prompt
 
-    spec = character_for(custom)
-
-    assert spec.kind is Kind.BUNNY
-    assert spec.body == (165.0, 115.0, 220.0)
-    assert {accessory for accessory, _ in spec.accessories} == {Accessory.SCARF, Accessory.CROWN}
-    assert character_for(request("heart")) == CharacterSpec.from_prompt(CAT, seed=7)
-
-
-def test_background_is_uniform_and_far_from_the_body() -> None:
-    for body in ((246.0, 246.0, 246.0), (255.0, 150.0, 60.0), (62.0, 60.0, 72.0)):
-        spec = CharacterSpec(Kind.GHOST, body)
-        for candidate in range(6):
-            background = CandidateLook.for_candidate(spec, seed=1, candidate=candidate).background
-            assert math.dist(background, body) >= 70.0
-            assert min(background) >= 150.0 or background == WHITE
+    assert custom_words(pose, pose) == ""
+    assert custom_words(f"{pose.upper()}, now as a purple bunny", pose) == ", now as a purple bunny"
+    refined = CharacterSpec.from_prompt(CAT, SEED).refined(
+        custom_words(f"{pose}, as a purple bunny with a crown", pose)
+    )
+    assert refined.kind is Kind.BUNNY and refined.body == (165.0, 115.0, 220.0)
+    assert {accessory for accessory, _ in refined.accessories} == {Accessory.SCARF, Accessory.CROWN}
 
 
-# --- Determinism, shapes, exact alpha ----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("pose", "motion", "staging"),
+    [
+        ("waving both hands", "the hand goes side to side", (Motion.WAVE, Expression.HAPPY, Prop.NONE)),
+        ("crouching", "jumps up and lands, laughing", (Motion.BOUNCE, Expression.LAUGH, Prop.NONE)),
+        ("bowing deeply", "the body bows forward", (Motion.NOD, Expression.HAPPY, Prop.NONE)),
+        ("furious with steam", "trembling with rage", (Motion.SHAKE, Expression.ANGRY, Prop.STEAM)),
+        ("asleep", "slow breathing, drifting", (Motion.FLOAT, Expression.SLEEP, Prop.ZZZ)),
+        ("holding a heart", "it beats", (Motion.PULSE, Expression.LOVE, Prop.HEART)),
+        ("winking with sparkles", "a quick pop", (Motion.POP, Expression.WINK, Prop.SPARKLE)),
+        ("standing", "looking around", (Motion.SWAY, Expression.HAPPY, Prop.NONE)),
+    ],
+)
+def test_a_custom_actions_staging_is_read_from_its_prompts(pose: str, motion: str, staging: tuple[str, ...]) -> None:
+    custom = ActionSpec.of_custom(CustomAction(name="mine", pose_prompt=pose, motion_prompt=motion))
+
+    assert (custom.motion, custom.expression, custom.prop) == (None, None, None)
+    assert dataclasses.astuple(staging_for(custom)) == staging
+    assert infer_staging(f"{pose} {motion}") == staging_for(custom)
 
 
-def test_same_request_gives_identical_bytes() -> None:
-    generator = ProceduralGenerator()
-
-    first = generator.generate_now(request(count=2))
-    second = generator.generate_now(request(count=2))
-
-    assert first == second
+def test_a_presets_staging_is_its_own() -> None:
+    for preset in PRESETS.values():
+        staging = staging_for(ActionSpec.of_preset(preset))
+        assert (staging.motion, staging.expression, staging.prop) == (preset.motion, preset.expression, preset.prop)
 
 
-def test_seed_and_candidate_change_the_image() -> None:
-    base, _ = render_frame(request(), 0)
-
-    assert not np.array_equal(base, render_frame(request(), 1)[0])
-    assert not np.array_equal(base, render_frame(request(seed=8), 0)[0])
-
-
-@pytest.mark.parametrize("size", [64, 256])
-def test_shapes_dtypes_and_ranges(size: int) -> None:
-    rgb, alpha = render_frame(request(size=size), 0)
-
-    assert rgb.shape == (size, size, 3) and rgb.dtype == np.uint8
-    assert alpha.shape == (size, size) and alpha.dtype == np.float32
-    assert alpha.min() >= 0.0 and alpha.max() <= 1.0
-    assert alpha.max() == 1.0
-
-
-@pytest.mark.parametrize("pose", ["wave", "sleep", "angry"])
-def test_alpha_is_exactly_the_compositing_coverage(pose: str) -> None:
-    frame = render_layers(request(pose, size=160), 2)
-    rgb, alpha = render_frame(request(pose, size=160), 2)
-    background = np.asarray(frame.background, dtype=np.float64)
-    opaque, clear = alpha == 1.0, alpha == 0.0
-
-    assert np.array_equal(alpha, frame.alpha)
-    assert np.array_equal(rgb[opaque], np.rint(frame.premultiplied[opaque]).astype(np.uint8))
-    assert np.all(rgb[clear] == np.rint(background).astype(np.uint8))
-    recomposed = frame.premultiplied.astype(np.float64) + (1.0 - alpha.astype(np.float64))[..., None] * background
-    assert np.abs(rgb - recomposed).max() <= 0.5 + 1e-3
-    assert opaque.sum() > 0.2 * alpha.size
-    border = np.concatenate([alpha[0], alpha[-1], alpha[:, 0], alpha[:, -1]])
-    assert np.all(border == 0.0)
-
-
-def test_edges_are_antialiased_in_a_thin_band() -> None:
-    _, alpha = render_frame(request("heart", size=256), 0)
-    soft = fractional(alpha)
-    padded = np.pad(soft, 1)
-    neighbours = [padded[1 + dy : 257 + dy, 1 + dx : 257 + dx] for dy in (-1, 0, 1) for dx in (-1, 0, 1)]
-
-    assert soft.sum() > 200
-    assert soft.sum() < 0.12 * (alpha > 0.0).sum()
-    assert not np.any(np.logical_and.reduce(neighbours)), "a fractional pixel surrounded by fractional pixels"
-
-
-# --- Every preset: margin, white interiors, motion that loops ----------------------------------------------------
-
-
-@pytest.mark.parametrize("size", [64, 256])
-@pytest.mark.parametrize("pose", sorted(PRESETS))
-def test_every_preset_stays_inside_the_margin(pose: str, size: int) -> None:
-    for frame in (0, 1, 2, 4, 6):
-        _, alpha = render_frame(request(pose, prompt=TALL, frame=frame, size=size), frame % 3)
-        assert not covers_margin(alpha), f"{pose} frame {frame}"
-
-
-@pytest.mark.parametrize("kind", list(Kind))
-def test_every_kind_stays_inside_the_margin_at_its_biggest(kind: Kind) -> None:
-    prompt = f"a {kind.value} with a top hat, headphones, glasses and a scarf"
-    for pose, frame in (("laugh", 4), ("thumbs-up", 1), ("think", 2), ("sleep", 6)):
-        _, alpha = render_frame(request(pose, prompt=prompt, frame=frame, size=64), 0)
-        assert not covers_margin(alpha), f"{pose} frame {frame}"
-
-
-@pytest.mark.parametrize("pose", sorted(PRESETS))
-def test_white_interior_areas_are_drawn(pose: str) -> None:
-    rgb, alpha = render_frame(request(pose, size=128), 0)
-    near_white = (alpha == 1.0) & (rgb.min(axis=2) >= 235)
-
-    assert near_white.sum() >= 12
-
-
-@pytest.mark.parametrize("pose", sorted(PRESETS))
-def test_frames_move_and_loop(pose: str) -> None:
-    frames = [render_frame(request(pose, frame=f, frame_count=12, size=96), 0)[0].astype(np.int16) for f in range(13)]
-    steps = [np.abs(frames[f + 1] - frames[f]).mean() for f in range(11)]
-    seam = np.abs(frames[0] - frames[11]).mean()
-
-    assert min(steps) > 0.0, "consecutive frames are identical"
-    assert np.array_equal(frames[12], frames[0])
-    assert seam <= 1.5 * max(steps)
+# --- Motion ------------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("motion", list(Motion))
 def test_pose_is_periodic(motion: Motion) -> None:
-    start, end = dataclasses.astuple(Pose.at(motion, 0.0, 1.1)), dataclasses.astuple(Pose.at(motion, 1.0, 1.1))
+    for t in (0.0, 0.13, 0.5):
+        start, later = dataclasses.astuple(Pose.at(motion, t, 1.1)), dataclasses.astuple(Pose.at(motion, t + 1.0, 1.1))
+        assert start == pytest.approx(later, abs=1e-9)
 
-    assert start == pytest.approx(end, abs=1e-9)
+
+def test_nod_dips_twice_per_loop_and_comes_back_upright() -> None:
+    heights = [Pose.at(Motion.NOD, t / 16).transform().apply(128.0, 92.0)[1] for t in range(17)]
+
+    assert heights[0] == pytest.approx(92.0) and heights[8] == pytest.approx(92.0) and heights[16] == heights[0]
+    assert heights[4] > 92.0 + 5.0 and heights[12] > 92.0 + 5.0, "the top of the head dips at t = 1/4 and 3/4"
+    assert heights[4] == pytest.approx(heights[12])
+    assert Pose.at(Motion.NOD, 0.25).transform().apply(128.0, 218.0) == pytest.approx((128.0, 218.0)), "feet stay"
+
+
+def test_a_takes_swell_leaves_the_start_pose_and_the_loop_alone() -> None:
+    take = Variation(amplitude=0.95, lean=0.01).for_take(SEED, "wave", 3)
+
+    assert take.swell != 0.0 and abs(take.swell) <= 0.12
+    assert take.amplitude_at(0.0) == 0.95 and take.amplitude_at(1.0) == pytest.approx(0.95)
+    assert take == Variation(amplitude=0.95, lean=0.01).for_take(SEED, "wave", 3)
+
+
+@pytest.mark.parametrize("size", [64, 256])
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_action_stays_inside_the_margin_at_its_widest(name: str, size: int) -> None:
+    for lean in (-0.03, 0.03):
+        widest = Variation(amplitude=1.1, lean=lean, swell=0.12)
+        scene = action_scene(TALL, 2, action(name), custom="", style=STYLE, seed=SEED, variation=widest)
+        for phase in range(0, 12, 2):
+            assert not covers_margin(render(scene, size, phase / 12).alpha), f"{name} at {phase}/12, lean {lean}"
+
+
+@pytest.mark.parametrize("kind", list(Kind))
+def test_every_kind_stays_inside_the_margin(kind: Kind) -> None:
+    prompt = f"a {kind.value} with a top hat, headphones, glasses and a scarf"
+    for name, t in (("laugh", 0.5), ("thumbs-up", 0.1), ("think", 0.25), ("sleep", 0.5), ("nod", 0.25)):
+        scene = action_scene(prompt, 0, action(name), custom="", style=STYLE, seed=SEED, variation=Variation(1.1))
+        assert not covers_margin(render(scene, 64, t).alpha), f"{name} at {t}"
+
+
+# --- Characters --------------------------------------------------------------------------------------------------
+
+
+def test_character_candidates_stand_at_rest_on_white() -> None:
+    request = character_request(size=96, first=2, count=3)
+
+    images = character_images(request)
+
+    assert len(images) == 3 and images == character_images(request)
+    drawings = [pixels(image.data) for image in images]
+    for candidate, (image, rgb) in enumerate(zip(images, drawings, strict=True), start=2):
+        assert image.media_type == "image/png" and (image.width, image.height) == (96, 96)
+        assert np.all(border(rgb) == 255)
+        drawing = render(character_scene(CAT, STYLE, SEED, candidate), 96, 0.0)
+        assert np.array_equal(rgb, drawing.composite())
+        assert np.all(rgb[drawing.alpha == 0.0] == 255) and (drawing.alpha == 1.0).mean() > 0.2
+    assert not np.array_equal(drawings[0], drawings[1]) and not np.array_equal(drawings[1], drawings[2])
+
+
+def test_a_drawings_alpha_is_exactly_its_compositing_coverage() -> None:
+    scene = action_scene(CAT, 0, action("sleep"), custom="", style=STYLE, seed=SEED, variation=Variation())
+    frame = render(scene, 160, 0.3)
+    rgb, alpha = frame.composite(), frame.alpha
+
+    assert alpha.dtype == np.float32 and alpha.min() == 0.0 and alpha.max() == 1.0
+    recomposed = frame.premultiplied.astype(np.float64) + 255.0 * (1.0 - alpha.astype(np.float64))[..., None]
+    assert np.abs(rgb - recomposed).max() <= 0.5 + 1e-3
+    assert np.all(rgb[alpha == 0.0] == 255)
+    assert np.all(border(alpha) == 0.0)
+
+
+# --- Start frames ------------------------------------------------------------------------------------------------
+
+
+def test_start_frames_are_the_action_at_phase_zero_and_differ_by_candidate() -> None:
+    request = start_frame_request(action("heart"), first=1, count=2)
+
+    images = start_frame_images(request, b"")
+
+    assert images == start_frame_images(request, b"")
+    for candidate, image in enumerate(images, start=1):
+        rgb = pixels(image.data)
+        scene = action_scene(
+            CAT,
+            1,
+            request.action,
+            custom="",
+            style=STYLE,
+            seed=SEED,
+            variation=start_frame_variation(SEED, "heart", candidate),
+        )
+        assert np.array_equal(rgb, render(scene, 96, 0.0).composite())
+        assert np.all(border(rgb) == 255)
+        assert StartFrameNote.read(image.data) == StartFrameNote(request.prompt, STYLE, candidate)
+    assert not np.array_equal(pixels(images[0].data), pixels(images[1].data))
+    at_rest = pixels(character_images(character_request(first=1, count=1))[0].data)
+    assert not np.array_equal(pixels(images[0].data), at_rest), "the heart and the loving face are drawn"
+
+
+def test_start_frames_differ_even_where_the_motion_starts_at_rest() -> None:
+    blob = drawn(prompt="a plain blue blob")
+    request = start_frame_request(action("happy"), character=blob, count=3)
+
+    frames = [pixels(image.data) for image in start_frame_images(request, b"")]
+
+    assert (
+        Pose.at(Motion.SWAY, 0.0) == Pose() and CharacterSpec.from_prompt("a plain blue blob", SEED).accessories == ()
+    )
+    for one, other in itertools.combinations(frames, 2):
+        assert 0.0 < np.abs(one.astype(int) - other).mean() < 8.0, "slightly"
+
+
+def test_a_custom_pose_prompt_changes_the_character() -> None:
+    own = start_frame_request(count=1)
+    green = start_frame_request(count=1, prompt=f"{own.prompt}, as a green cat")
+    r, g, _ = pixels(start_frame(green))[FOREHEAD].astype(int)
+    r_own, g_own, _ = pixels(start_frame(own))[FOREHEAD].astype(int)
+
+    assert g > r + 40 and r_own > g_own + 40
+
+
+# --- Clips -------------------------------------------------------------------------------------------------------
+
+
+def test_the_same_clip_request_gives_the_same_bytes() -> None:
+    first = start_frame(start_frame_request())
+    request = clip_request(seconds=1.0, fps=12)
+
+    assert clip_mp4(request, first) == clip_mp4(request, first)
+    assert clip_mp4(clip_request(seconds=1.0, fps=12, take=1), first) != clip_mp4(request, first)
+
+
+@pytest.mark.parametrize(("seconds", "fps", "size", "frames", "edge"), [(2.0, 24, 96, 48, 96), (1.5, 10, 65, 15, 66)])
+def test_the_clip_decodes_to_its_frames_at_the_asked_rate_and_size(
+    seconds: float, fps: int, size: int, frames: int, edge: int
+) -> None:
+    request = clip_request(action("laugh"), seconds=seconds, fps=fps, size=size)
+    first = start_frame(start_frame_request(action("laugh"), size=size))
+
+    video, rate, dimensions = decoded(clip_mp4(request, first))
+    rendered = render_clip(request, first)
+
+    assert video.shape == (frames, edge, edge, 3) and rendered.rgb.shape == video.shape
+    assert rate == fps and dimensions == (edge, edge) and rendered.fps == fps
+    in_yuv420p = np.stack([yuv420p(frame) for frame in rendered.rgb])
+    assert mean_error(video, in_yuv420p).max() < 3.5, "each decoded frame is its composite, to within H.264 error"
+    assert mean_error(video, rendered.rgb).max() < 6.5, "... and yuv420p's halved chroma"
+    quarter = np.roll(rendered.rgb, -(frames // 4), axis=0)
+    assert mean_error(video, rendered.rgb).mean() < 0.6 * mean_error(video, quarter).mean(), "in order"
+
+
+def test_clip_frame_zero_is_the_start_frame_and_the_motion_loops() -> None:
+    chosen = start_frame(start_frame_request(action("wave")), index=1)
+
+    clip = render_clip(clip_request(action("wave"), take=2), chosen)
+
+    assert np.array_equal(clip.rgb[0], pixels(chosen)) and 0 not in clip.defects
+    clean = clip.clean.astype(np.int16)
+    steps = [np.abs(clean[i + 1] - clean[i]).mean() for i in range(len(clean) - 1)]
+    assert min(steps) > 0.0, "consecutive frames are not identical"
+    assert np.abs(clean[-1] - clean[0]).mean() <= 1.5 * max(steps), "the last frame leads back to the first"
+
+
+def test_clip_alpha_is_the_true_alpha_of_the_undamaged_drawing() -> None:
+    request = clip_request(action("angry"), take=1, seconds=1.0)
+    chosen = start_frame(start_frame_request(action("angry")), index=1)
+    variation = start_frame_variation(SEED, "angry", 1).for_take(SEED, "angry", 1)
+    scene = action_scene(CAT, 1, request.action, custom="", style=STYLE, seed=SEED, variation=variation)
+
+    clip = render_clip(request, chosen)
+
+    assert clip.alpha.dtype == np.float32 and clip.alpha.shape == clip.rgb.shape[:3]
+    for index in (0, 5, 17):
+        frame = render(scene, 96, index / 24)
+        assert np.array_equal(clip.alpha[index], frame.alpha)
+        assert np.array_equal(clip.clean[index], frame.composite())
+    assert np.all(clip.clean[clip.alpha == 0.0] == 255)
+    for index in set(range(24)) - set(clip.defects):
+        assert np.array_equal(clip.rgb[index], clip.clean[index])
+
+
+def test_a_take_varies_the_motion_but_not_its_start() -> None:
+    chosen = start_frame(start_frame_request(action("jump")))
+
+    one, other = (render_clip(clip_request(action("jump"), take=take), chosen) for take in (0, 1))
+
+    assert np.array_equal(one.clean[0], other.clean[0])
+    assert not np.array_equal(one.clean[12], other.clean[12])
+    assert np.abs(one.alpha[12] - other.alpha[12]).mean() < 0.05, "slightly"
+
+
+def test_defects_are_about_one_in_ten_never_first_never_adjacent_and_deterministic() -> None:
+    for frames in (24, 48, 100, 240):
+        schedule = defect_schedule(frames, SEED, "wave", 0)
+        indices = sorted(schedule)
+        assert schedule == defect_schedule(frames, SEED, "wave", 0)
+        assert 0 not in schedule and all(b - a > 1 for a, b in itertools.pairwise(indices))
+        assert abs(len(indices) - frames / 10) <= 1
+    assert defect_schedule(48, SEED, "wave", 1) != defect_schedule(48, SEED, "wave", 0)
+    kinds = {defect.kind for take in range(6) for defect in defect_schedule(48, SEED, "wave", take).values()}
+    assert kinds == set(DefectKind)
+
+
+def test_the_clips_defects_are_where_the_schedule_says() -> None:
+    request = clip_request(action("cry"), take=3)
+    chosen = start_frame(start_frame_request(action("cry")))
+
+    clip = render_clip(request, chosen)
+
+    assert clip.defects == defect_schedule(48, SEED, "cry", 3)
+    for index, defect in clip.defects.items():
+        assert np.array_equal(clip.rgb[index], defect.apply(clip.clean[index]))
+        assert not np.array_equal(clip.rgb[index], clip.clean[index])
+
+
+@pytest.mark.parametrize("strength", [0.0, 0.99])
+def test_each_kind_of_defect_measurably_damages_a_frame(strength: float) -> None:
+    scene = action_scene(CAT, 0, action("wave"), custom="", style=STYLE, seed=SEED, variation=Variation())
+    clean = render(scene, 128, 0.2).composite()
+    rows_changed = lambda damaged: np.flatnonzero(np.any(damaged != clean, axis=(1, 2)))  # noqa: E731
+
+    blurred = Defect(DefectKind.BLUR, strength, 0.5).apply(clean)
+    assert sharpness(blurred) < 0.6 * sharpness(clean)
+
+    for kind in (DefectKind.BAND, DefectKind.SMEAR):
+        damaged = Defect(kind, strength, 0.45).apply(clean)
+        rows = rows_changed(damaged)
+        assert 3 <= len(rows) <= 0.4 * 128 and rows[-1] - rows[0] == len(rows) - 1, f"{kind}: one band of rows"
+        assert np.abs(damaged[rows].astype(int) - clean[rows]).mean() > 8.0
+
+    flashed = Defect(DefectKind.FLASH, strength, 0.1).apply(clean)
+    assert np.abs(flashed.astype(int) - clean).mean() > 20.0
+    assert len(rows_changed(flashed)) == 128
+
+
+# --- Uploaded characters -----------------------------------------------------------------------------------------
+
+
+def test_keying_against_white_keeps_enclosed_white_and_gives_the_picture_back() -> None:
+    picture = picture_on_white()
+
+    layers = key_white(picture)
+
+    assert np.all(border(layers.alpha) == 0.0)
+    assert layers.alpha[48, 48] == 1.0, "the red body"
+    assert layers.alpha[48, 43] == 1.0, "the white eye, enclosed by the body"
+    assert 0 < np.count_nonzero((layers.alpha > 0.0) & (layers.alpha < 1.0)) < 0.05 * picture.shape[0] ** 2
+    assert np.abs(layers.composite().astype(int) - picture).max() <= KEY_FLOOR + 1
+
+
+def test_an_uploaded_characters_start_frames_are_the_picture_posed_on_white() -> None:
+    picture = picture_on_white()
+    request = start_frame_request(action("happy"), character=UPLOADED, count=3)
+
+    images = start_frame_images(request, png(picture))
+
+    frames = [pixels(image.data) for image in images]
+    assert images == start_frame_images(request, png(picture))
+    assert [StartFrameNote.read(image.data) for image in images] == [
+        StartFrameNote(request.prompt, STYLE, candidate) for candidate in range(3)
+    ]
+    for rgb in frames:
+        assert rgb.shape == picture.shape and np.all(border(rgb) == 255)
+        assert 0.0 < np.abs(rgb.astype(int) - picture).mean() < 6.0, "the picture, leaning slightly"
+    assert not np.array_equal(frames[0], frames[1]) and not np.array_equal(frames[1], frames[2])
+
+
+def test_an_upload_is_resized_and_anything_else_is_refused() -> None:
+    big = np.asarray(Image.fromarray(picture_on_white(96)).resize((200, 200), Image.Resampling.LANCZOS))
+
+    (image,) = start_frame_images(start_frame_request(character=UPLOADED, count=1), png(big))
+
+    assert (image.width, image.height) == (96, 96) and pixels(image.data).shape == (96, 96, 3)
+    with pytest.raises(GenerationRefused, match="character picture is not a readable picture"):
+        start_frame_images(start_frame_request(character=UPLOADED, count=1), b"not a picture")
+
+
+@pytest.mark.parametrize("name", ["jump", "happy", "nod"])
+def test_an_uploaded_characters_clip_warps_its_start_frame(name: str) -> None:
+    chosen = start_frame(start_frame_request(action(name), character=UPLOADED), png(picture_on_white()), index=1)
+    request = clip_request(action(name), character=UPLOADED)
+
+    clip = render_clip(request, chosen)
+    video, rate, dimensions = decoded(clip_mp4(request, chosen))
+
+    assert np.abs(clip.rgb[0].astype(int) - pixels(chosen)).max() <= KEY_FLOOR + 1
+    assert video.shape == (48, 96, 96, 3) and rate == 24 and dimensions == (96, 96)
+    assert mean_error(video, clip.rgb).max() < 6.5
+    frames = list(clip_frames(request, chosen))
+    for frame in frames:
+        assert np.array_equal(frame.clean, frame.layers.composite()) and np.all(border(frame.clean) == 255)
+    motion = [np.abs(clip.alpha[i] - clip.alpha[0]).mean() for i in range(48)]
+    assert max(motion) > 0.01, "the picture moves"
+    assert clip.defects == defect_schedule(48, SEED, name, 0)
+
+
+def test_a_drawn_start_frame_without_its_note_is_animated_from_its_pixels() -> None:
+    chosen = pixels(start_frame(start_frame_request(action("jump"))))
+
+    clip = render_clip(clip_request(action("jump")), png(chosen))
+
+    assert np.abs(clip.rgb[0].astype(int) - chosen).max() <= KEY_FLOOR + 1
+    assert np.abs(clip.alpha[12] - clip.alpha[0]).mean() > 0.01
+
+
+# --- Frame edits -------------------------------------------------------------------------------------------------
+
+
+def test_a_drawn_frame_edit_redraws_the_slots_phase_cleanly() -> None:
+    request = edit_request(action("wave"), frame=3, frames=12)
+    source = png(np.zeros((96, 96, 3), np.uint8))
+
+    images = edited_frames(request, source)
+
+    assert len(images) == 2 and images == edited_frames(request, source)
+    for candidate, image in enumerate(images):
+        variation = Variation.pick("edit", SEED, "wave", 3, candidate)
+        scene = action_scene(
+            CAT, 1, request.action, custom="cleaner lines", style=STYLE, seed=SEED, variation=variation
+        )
+        assert np.array_equal(pixels(image.data), render(scene, 96, 0.25).composite())
+    assert not np.array_equal(pixels(images[0].data), pixels(images[1].data))
+
+
+def test_a_colour_word_in_a_frame_edit_changes_the_colour() -> None:
+    (plain,) = edited_frames(edit_request(count=1, frame=0), b"")
+    (green,) = edited_frames(edit_request(count=1, frame=0, prompt="make the cat green"), b"")
+
+    r, g, _ = pixels(green.data)[FOREHEAD].astype(int)
+    r_plain, g_plain, _ = pixels(plain.data)[FOREHEAD].astype(int)
+    assert g > r + 40 and r_plain > g_plain + 40
+
+
+def test_an_uploaded_characters_frame_edit_cleans_up_the_source() -> None:
+    clean = key_white(picture_on_white()).composite()
+    rng = np.random.default_rng(0)
+    speckled = clean.copy()
+    hits = rng.random(clean.shape[:2]) < 0.03
+    speckled[hits] = rng.integers(0, 256, (int(hits.sum()), 3), dtype=np.uint8)
+    blurred = Defect(DefectKind.BLUR, 0.5, 0.5).apply(clean)
+    request = edit_request(character=UPLOADED, count=2)
+
+    despeckled = [pixels(image.data) for image in edited_frames(request, png(speckled))]
+    sharpened = pixels(edited_frames(request, png(blurred))[0].data)
+
+    for image in despeckled:
+        assert np.abs(image.astype(int) - clean).mean() < 0.5 * np.abs(speckled.astype(int) - clean).mean()
+    assert not np.array_equal(despeckled[0], despeckled[1])
+    assert sharpness(sharpened) > sharpness(blurred)
 
 
 # --- The generator -----------------------------------------------------------------------------------------------
 
 
-async def test_generate_returns_count_pngs_of_the_rendered_frames() -> None:
+async def test_the_generator_plays_the_four_roles_off_the_event_loop() -> None:
     generator = builtin_generators().create("procedural")
-    frame_request = request("heart", size=96, first_candidate=3, count=3)
+    assert isinstance(generator, ProceduralGenerator) and generator.name == "procedural"
+    characters = character_request(count=2)
+    start = start_frame_request(count=2)
+    clip = clip_request(seconds=1.0, fps=12)
+    edit = edit_request(count=1)
 
-    images = await generator.generate(frame_request)
-
-    assert generator.name == "procedural"
-    assert len(images) == 3
-    for candidate, image in enumerate(images, start=3):
-        rgb, _ = render_frame(frame_request, candidate)
-        decoded = Image.open(io.BytesIO(image.data))
-        assert image.media_type == "image/png" and (image.width, image.height) == (96, 96)
-        assert decoded.mode == "RGB" and decoded.size == (96, 96)
-        assert np.array_equal(np.asarray(decoded), rgb)
+    assert await generator.character(characters) == character_images(characters)
+    frames = await generator.start_frame(start, (await generator.character(characters))[1].data)
+    assert frames == start_frame_images(start, b"")
+    take = await generator.clip(clip, frames[0].data)
+    assert take.media_type == "video/mp4" and take.task_id is None
+    assert take.data == clip_mp4(clip, frames[0].data)
+    assert await generator.edit_frame(edit, b"") == edited_frames(edit, b"")

@@ -1,4 +1,8 @@
-"""The dispatcher's activities against the RunPod stand-in, playing the endpoint's worker by hand (no processes)."""
+"""The dispatcher's activities against the RunPod stand-in, playing the endpoint's worker by hand (no processes).
+
+``matte_slot`` runs one job per candidate, side by side; these tests finish, fail, lose and cancel those jobs one by
+one and check what each candidate, the activity and its retry make of it.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import asyncio
 import base64
 import dataclasses
 import hashlib
+import re
 from collections.abc import AsyncIterator, Awaitable
 from datetime import timedelta
 from pathlib import Path
@@ -21,7 +26,7 @@ from core.artifacts import FileArtifactStore
 from gpu_activity_worker.engines import builtin_steps
 from gpu_activity_worker.engines.base import StepContext
 from gpu_activity_worker.pipeline import Pipelines
-from gpu_activity_worker.runpod.api import RunPodApi
+from gpu_activity_worker.runpod.api import JobReport, RunPodApi
 from gpu_activity_worker.runpod.dispatcher import RunPodDispatcher
 from gpu_activity_worker.runpod.handler import MattingHandler
 from gpu_activity_worker.runpod.jobs import MatteJob, MatteJobOutput
@@ -29,24 +34,65 @@ from gpu_activity_worker.runpod.settings import RunPodSettings
 from testkit.images import sticker_png
 from testkit.runpod_standin import (
     CANCELLED,
+    COMPLETED,
     IN_PROGRESS,
+    IN_QUEUE,
     EndpointConfig,
     Job,
     RunPodStandIn,
 )
-from workflows.contract import ArtifactRef, DescribePipelineInput, MatteFrameInput, MatteFrameOutput
+from workflows.contract import (
+    ArtifactRef,
+    DescribePipelineInput,
+    FailureType,
+    MatteCandidateResult,
+    MatteFrameOutput,
+    MatteSlotInput,
+    MatteSlotOutput,
+)
 
 T = TypeVar("T")
-SOURCE = ArtifactRef(uri="s3://emoji/sets/s/source.png", sha256="a" * 64, size_bytes=10, media_type="image/png")
-REQUEST = MatteFrameInput(source=SOURCE, output_key="sets/s/wave/0/0/matte.png", pipeline="classical")
-RESULT = MatteFrameOutput(
-    matte=SOURCE.model_copy(update={"uri": "s3://emoji/sets/s/wave/0/0/matte.png"}),
-    score=0.9,
-    pipeline="classical",
-    device="cuda",
-    precision="fp16",
-    elapsed_ms=12.0,
-)
+
+
+def slot_of(candidates: int, name: str = "s") -> MatteSlotInput:
+    """A slot of set ``name`` with ``candidates`` candidates, by reference (the endpoint is played by hand)."""
+    prefix = f"sets/{name}/wave/frame-000"
+    return MatteSlotInput(
+        pipeline="classical",
+        candidates=[
+            ArtifactRef(
+                uri=f"s3://emoji/{prefix}/candidate-{i:02d}.source.png",
+                sha256="a" * 64,
+                size_bytes=10,
+                media_type="image/png",
+            )
+            for i in range(candidates)
+        ],
+        output_keys=[f"{prefix}/candidate-{i:02d}.matte.png" for i in range(candidates)],
+    )
+
+
+SLOT = slot_of(3)
+
+
+def result_of(job: Job) -> MatteFrameOutput:
+    """The result a job's handler would report: the matte stored under the job's output key."""
+    key = job.input["request"]["output_key"]
+    matte = ArtifactRef(uri=f"s3://emoji/{key}", sha256="b" * 64, size_bytes=20, media_type="image/png")
+    return MatteFrameOutput(
+        matte=matte, score=0.9, pipeline="classical", device="cuda", precision="fp16", elapsed_ms=12
+    )
+
+
+def completed(*jobs: Job) -> MatteSlotOutput:
+    """The activity's result when ``jobs`` (one per candidate, in order) all completed."""
+    return MatteSlotOutput(results=[MatteCandidateResult(output=result_of(job)) for job in jobs])
+
+
+def candidate_of(job: Job) -> int:
+    match = re.search(r"candidate-(\d+)\.matte\.png$", job.input["request"]["output_key"])
+    assert match is not None
+    return int(match[1])
 
 
 @pytest.fixture(scope="module")
@@ -68,10 +114,15 @@ def settings_for(endpoint: RunPodStandIn, **overrides: Any) -> RunPodSettings:
     )
 
 
+def api_for(endpoint: RunPodStandIn, key: str | None = None) -> RunPodApi:
+    return RunPodApi(endpoint.base_url, endpoint.config.endpoint_id, SecretStr(key or endpoint.config.api_key))
+
+
 @pytest.fixture
 async def dispatcher(endpoint: RunPodStandIn, tmp_path: Path) -> AsyncIterator[RunPodDispatcher]:
-    settings = settings_for(endpoint)
-    running = RunPodDispatcher(api_for(endpoint), FileArtifactStore(tmp_path), settings, inline=False)
+    """A dispatcher for an endpoint of 3 workers of one job each: 3 jobs in flight at most."""
+    running = RunPodDispatcher(api_for(endpoint), FileArtifactStore(tmp_path), settings_for(endpoint), inline=False)
+    assert running.jobs_at_once == 3
     yield running
     await running.aclose()
 
@@ -82,17 +133,43 @@ class Attempt:
     def __init__(self, heartbeat_details: list[Any] | None = None) -> None:
         self.env = ActivityEnvironment()
         self.env.info = dataclasses.replace(self.env.info, heartbeat_details=heartbeat_details or [])
-        self.heartbeats: list[Any] = []
+        self.heartbeats: list[dict[str, str]] = []
         self.env.on_heartbeat = lambda *details: self.heartbeats.append(details[0])
 
     def start(self, call: Any, *args: Any) -> asyncio.Task[Any]:
         return asyncio.create_task(self.env.run(call, *args))
 
+    @property
+    def last(self) -> dict[str, str]:
+        return self.heartbeats[-1] if self.heartbeats else {}
 
-async def new_job(endpoint: RunPodStandIn, before: int) -> Job:
-    """The job submitted after the first ``before`` ones."""
-    await endpoint.wait_until(lambda: len(endpoint.jobs) > before, timeout=5)
-    return endpoint.submitted()[before]
+
+async def new_jobs(endpoint: RunPodStandIn, before: int, count: int) -> list[Job]:
+    """The ``count`` jobs submitted after the first ``before`` ones, in candidate order."""
+    await endpoint.wait_until(lambda: len(endpoint.jobs) >= before + count, timeout=5)
+    return sorted(endpoint.submitted()[before:], key=candidate_of)
+
+
+def ids(*jobs: Job) -> dict[str, str]:
+    """The heartbeat of a slot whose candidates have these jobs, in order."""
+    return {str(index): job.id for index, job in enumerate(jobs)}
+
+
+def complete(endpoint: RunPodStandIn, job: Job) -> None:
+    """Run a job to completion as its worker would."""
+    if job.status == IN_QUEUE:
+        endpoint.start_job(job.id)
+    endpoint.finish_job(job.id, output=MatteJobOutput(result=result_of(job)).model_dump(mode="json"))
+
+
+def fail(endpoint: RunPodStandIn, job: Job, error: str) -> None:
+    if job.status == IN_QUEUE:
+        endpoint.start_job(job.id)
+    endpoint.finish_job(job.id, error=error)
+
+
+async def until_submitted(endpoint: RunPodStandIn, count: int) -> None:
+    await endpoint.wait_until(lambda: len(endpoint.jobs) == count, timeout=5)
 
 
 async def settle(task: Awaitable[T]) -> T:
@@ -100,110 +177,377 @@ async def settle(task: Awaitable[T]) -> T:
         return await task
 
 
-def api_for(endpoint: RunPodStandIn) -> RunPodApi:
-    return RunPodApi(endpoint.base_url, endpoint.config.endpoint_id, SecretStr(endpoint.config.api_key))
+async def still_running(task: asyncio.Task[Any]) -> bool:
+    """Whether ``task`` is still running after a few of the dispatcher's polls."""
+    await asyncio.sleep(0.2)
+    return not task.done()
 
 
-async def abandoned_job(endpoint: RunPodStandIn, dispatcher: RunPodDispatcher) -> Job:
-    """The job of an attempt whose worker shut down after submitting it (RunPod keeps the job)."""
+async def abandoned_slot(endpoint: RunPodStandIn, dispatcher: RunPodDispatcher) -> list[Job]:
+    """The jobs of an attempt whose worker shut down after submitting them all (RunPod keeps the jobs)."""
     attempt = Attempt()
-    task = attempt.start(dispatcher.matte_frame, REQUEST)
-    job = await new_job(endpoint, len(endpoint.jobs))
-    await endpoint.wait_until(lambda: bool(attempt.heartbeats))
+    task = attempt.start(dispatcher.matte_slot, SLOT)
+    jobs = await new_jobs(endpoint, len(endpoint.jobs), 3)
+    await endpoint.wait_until(lambda: attempt.last == ids(*jobs))
     attempt.env.cancel(ActivityCancellationDetails(worker_shutdown=True))
     with pytest.raises(asyncio.CancelledError):
         await settle(task)
-    return job
+    return jobs
 
 
-async def test_a_matte_is_one_job_submitted_with_its_policy_and_heartbeated(
+# --- One job per candidate -------------------------------------------------------------------------------------------
+
+
+async def test_a_slot_is_one_job_per_candidate_submitted_together_and_heartbeated_as_one_dict(
     endpoint: RunPodStandIn, dispatcher: RunPodDispatcher
 ) -> None:
     attempt = Attempt()
-    task = attempt.start(dispatcher.matte_frame, REQUEST)
-    job = await new_job(endpoint, len(endpoint.jobs))
+    task = attempt.start(dispatcher.matte_slot, SLOT)
+    jobs = await new_jobs(endpoint, len(endpoint.jobs), 3)
 
-    assert MatteJob.model_validate(job.input) == MatteJob(op="matte", request=REQUEST), "by reference: no image"
-    assert (job.execution_timeout_s, job.ttl_s) == (30.0, 600.0)
-    endpoint.start_job(job.id)
-    await endpoint.wait_until(lambda: len(attempt.heartbeats) >= 2)
-    endpoint.finish_job(job.id, output=MatteJobOutput(result=RESULT).model_dump(mode="json"))
+    assert [MatteJob.model_validate(job.input) for job in jobs] == [
+        MatteJob(op="matte", request=frame) for frame in SLOT.frames()
+    ], "one job per candidate, each by reference: no image"
+    assert all((job.execution_timeout_s, job.ttl_s) == (30.0, 600.0) for job in jobs)
+    await endpoint.wait_until(lambda: attempt.last == ids(*jobs))
+    for job in reversed(jobs):
+        complete(endpoint, job)
 
-    assert await settle(task) == RESULT
-    assert set(attempt.heartbeats) == {job.id}, "the job id, right after the submission and on every poll"
+    assert await settle(task) == completed(*jobs), "in the order of the candidates, whatever order they finished in"
+    assert all(job.takes == 1 for job in jobs)
+    assert all(set(beat.items()) <= set(ids(*jobs).items()) for beat in attempt.heartbeats)
 
 
-async def test_a_retry_resumes_the_job_of_the_previous_attempt_instead_of_submitting_again(
+async def test_jobs_in_flight_never_exceed_what_the_endpoint_runs_and_slots_keep_their_order(
     endpoint: RunPodStandIn, dispatcher: RunPodDispatcher
 ) -> None:
-    job = await abandoned_job(endpoint, dispatcher)
-    endpoint.start_job(job.id)
+    before = len(endpoint.jobs)
+    big, small = slot_of(5, "big"), slot_of(1, "small")
+    attempt = Attempt()
+    first = attempt.start(dispatcher.matte_slot, big)
+    await until_submitted(endpoint, before + 3)
+    second = Attempt().start(dispatcher.matte_slot, small)
+
+    assert await still_running(first) and len(endpoint.jobs) == before + 3, "3 workers: 3 jobs in flight"
+    waiting_beats = len(attempt.heartbeats)
+    assert await still_running(first) and len(attempt.heartbeats) > waiting_beats, "heartbeats while waiting"
+    for done in range(5):  # each job done lets the next candidate in: big 3 and 4, then small's, then none is left
+        queued = [job for job in endpoint.submitted()[before:] if job.status == IN_QUEUE]
+        assert len(queued) == min(3, 6 - done), "never more than the endpoint runs, and that many while any wait"
+        complete(endpoint, queued[0])
+        await until_submitted(endpoint, before + min(4 + done, 6))
+
+    jobs = endpoint.submitted()[before:]
+    assert [job.input["request"]["output_key"].split("/")[1] for job in jobs] == ["big"] * 5 + ["small"], (
+        "the second slot's job waits for every job of the first"
+    )
+    complete(endpoint, jobs[5])
+    big_output, small_output = await settle(first), await settle(second)
+    assert big_output == completed(*sorted(jobs[:5], key=candidate_of)) and small_output == completed(jobs[5])
+
+
+# --- Retries resume ------------------------------------------------------------------------------------------------
+
+
+async def test_a_retry_resumes_every_job_of_the_previous_attempt_instead_of_submitting_again(
+    endpoint: RunPodStandIn, dispatcher: RunPodDispatcher
+) -> None:
+    jobs = await abandoned_slot(endpoint, dispatcher)
+    complete(endpoint, jobs[0])
+    endpoint.start_job(jobs[1].id)
     submitted = len(endpoint.jobs)
 
-    retry = Attempt(heartbeat_details=[job.id])
-    retry_task = retry.start(dispatcher.matte_frame, REQUEST)
+    retry = Attempt(heartbeat_details=[ids(*jobs)])
+    task = retry.start(dispatcher.matte_slot, SLOT)
     await endpoint.wait_until(lambda: bool(retry.heartbeats))
-    endpoint.finish_job(job.id, output=MatteJobOutput(result=RESULT).model_dump(mode="json"))
+    assert retry.heartbeats[0] == ids(*jobs), "the retry heartbeats every earlier job from its start"
+    complete(endpoint, jobs[1])
+    complete(endpoint, jobs[2])
 
-    assert await settle(retry_task) == RESULT
-    assert len(endpoint.jobs) == submitted and job.takes == 1, "no second job, and the first one ran once"
-    assert set(retry.heartbeats) == {job.id}
-
-
-async def test_a_retry_returns_at_once_when_the_previous_attempts_job_already_completed(
-    endpoint: RunPodStandIn, dispatcher: RunPodDispatcher
-) -> None:
-    job = await abandoned_job(endpoint, dispatcher)
-    endpoint.start_job(job.id)
-    endpoint.finish_job(job.id, output=MatteJobOutput(result=RESULT).model_dump(mode="json"))
-    submitted = len(endpoint.jobs)
-
-    assert await settle(Attempt([job.id]).env.run(dispatcher.matte_frame, REQUEST)) == RESULT
-    assert len(endpoint.jobs) == submitted
+    assert await settle(task) == completed(*jobs)
+    assert len(endpoint.jobs) == submitted and all(job.takes == 1 for job in jobs), "no second job, each ran once"
+    assert all(beat == ids(*jobs) for beat in retry.heartbeats)
 
 
 @pytest.mark.parametrize("ending", ["FAILED", "TIMED_OUT", "CANCELLED", "forgotten"])
-async def test_a_retry_submits_a_new_job_when_the_previous_one_cannot_deliver(
+async def test_a_retry_replaces_only_the_jobs_that_cannot_deliver(
     endpoint: RunPodStandIn, dispatcher: RunPodDispatcher, ending: str
 ) -> None:
-    old = await abandoned_job(endpoint, dispatcher)
-    endpoint.start_job(old.id)
+    old = await abandoned_slot(endpoint, dispatcher)
+    complete(endpoint, old[0])
+    complete(endpoint, old[2])
     if ending == "FAILED":
-        endpoint.finish_job(old.id, error="ArtifactError: s3://emoji/sets/s/source.png: artifact is missing")
+        fail(endpoint, old[1], "ArtifactError: s3://emoji/sets/s/source.png: artifact is missing")
     elif ending == "TIMED_OUT":
-        endpoint.time_out(old.id)
+        endpoint.time_out(old[1].id)
     elif ending == "CANCELLED":
-        await api_for(endpoint).cancel(old.id)
+        await api_for(endpoint).cancel(old[1].id)
     else:
-        endpoint.forget(old.id)
+        endpoint.forget(old[1].id)
     submitted = len(endpoint.jobs)
 
-    retry = Attempt([old.id])
-    retry_task = retry.start(dispatcher.matte_frame, REQUEST)
-    new = await new_job(endpoint, submitted)
-    endpoint.start_job(new.id)
-    endpoint.finish_job(new.id, output=MatteJobOutput(result=RESULT).model_dump(mode="json"))
+    retry = Attempt([ids(*old)])
+    task = retry.start(dispatcher.matte_slot, SLOT)
+    [new] = await new_jobs(endpoint, submitted, 1)
+    assert candidate_of(new) == 1
+    complete(endpoint, new)
 
-    assert await settle(retry_task) == RESULT
-    assert set(retry.heartbeats) == {new.id}, "the new job replaces the old one in the heartbeat"
+    assert await settle(task) == completed(old[0], new, old[2])
+    assert len(endpoint.jobs) == submitted + 1
+    assert retry.last == ids(old[0], new, old[2]), "the new job replaces the old one in the heartbeat"
 
 
-@pytest.mark.parametrize("started", [False, True], ids=["queued", "running"])
-async def test_cancelling_the_activity_cancels_the_job(
-    endpoint: RunPodStandIn, dispatcher: RunPodDispatcher, started: bool
+async def test_a_job_that_failed_for_good_before_is_its_candidates_result_again_not_a_new_job(
+    endpoint: RunPodStandIn, dispatcher: RunPodDispatcher
+) -> None:
+    old = await abandoned_slot(endpoint, dispatcher)
+    complete(endpoint, old[0])
+    fail(endpoint, old[1], "CorruptImage: s3://emoji/x.png: not a readable image")
+    complete(endpoint, old[2])
+    submitted = len(endpoint.jobs)
+
+    output = await settle(Attempt([ids(*old)]).env.run(dispatcher.matte_slot, SLOT))
+
+    assert len(endpoint.jobs) == submitted
+    assert output.results[1].failure is FailureType.CORRUPT_IMAGE and output.results[1].output is None
+    assert [output.results[i] for i in (0, 2)] == [MatteCandidateResult(output=result_of(old[i])) for i in (0, 2)]
+
+
+# --- Each candidate's failure ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["UnknownPipeline", "UnsupportedImage", "CorruptImage", "WeightsMissing"])
+async def test_a_job_failed_for_a_reason_no_retry_fixes_is_that_candidates_own_result(
+    endpoint: RunPodStandIn, dispatcher: RunPodDispatcher, kind: str
+) -> None:
+    task = Attempt().start(dispatcher.matte_slot, SLOT)
+    jobs = await new_jobs(endpoint, len(endpoint.jobs), 3)
+    fail(endpoint, jobs[1], f"{kind}: the reason")
+    complete(endpoint, jobs[0])
+    complete(endpoint, jobs[2])
+
+    output = await settle(task)
+
+    failed = output.results[1]
+    assert (failed.failure, failed.output) == (FailureType(kind), None)
+    assert failed.error is not None and "the reason" in failed.error and jobs[1].id in failed.error
+    assert [output.results[i].output for i in (0, 2)] == [result_of(jobs[0]), result_of(jobs[2])]
+
+
+async def test_an_output_outside_the_contract_is_that_candidates_own_result(
+    endpoint: RunPodStandIn, dispatcher: RunPodDispatcher
+) -> None:
+    task = Attempt().start(dispatcher.matte_slot, SLOT)
+    jobs = await new_jobs(endpoint, len(endpoint.jobs), 3)
+    endpoint.start_job(jobs[2].id)
+    endpoint.finish_job(jobs[2].id, output={"result": {"matte": "nowhere"}})
+    complete(endpoint, jobs[0])
+    complete(endpoint, jobs[1])
+
+    output = await settle(task)
+
+    assert output.results[2].failure is FailureType.INVALID_JOB_OUTPUT
+    assert [result.output is not None for result in output.results] == [True, True, False]
+
+
+async def retryable_failure(
+    endpoint: RunPodStandIn, dispatcher: RunPodDispatcher, break_one: Any, expected_jobs: int = 3
+) -> tuple[ApplicationError, Attempt, list[Job]]:
+    """Run a slot whose one candidate ``break_one(jobs)`` breaks in a way a retry may fix; the activity's failure once
+    the other jobs were completed, the attempt, and its jobs. Checks that the failure waits for the others."""
+    attempt = Attempt()
+    before = len(endpoint.jobs)
+    task = attempt.start(dispatcher.matte_slot, SLOT)
+    jobs = await new_jobs(endpoint, before, expected_jobs)
+    await endpoint.wait_until(lambda: len(attempt.last) == expected_jobs)
+    broken = await break_one(jobs)
+    assert await still_running(task), "the activity waits for the other candidates' jobs"
+    for job in jobs:
+        if job is not broken and job.status in (IN_QUEUE, IN_PROGRESS):
+            complete(endpoint, job)
+    with pytest.raises(ApplicationError) as failure:
+        await settle(task)
+    assert all(job.status == COMPLETED for job in jobs if job is not broken), "the others settled first"
+    return failure.value, attempt, jobs
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        ("ArtifactError: s3://emoji/x.png: artifact is missing", "ArtifactError"),
+        ("OSError: CUDA out of memory", "RunPodJobFailed"),
+        ('{"error_type": "<class \'RuntimeError\'>", "error_message": "boom"}', "RunPodJobFailed"),
+        (None, "RunPodTimedOut"),
+    ],
+    ids=["typed", "untyped-exception", "sdk-report", "timed-out"],
+)
+async def test_a_failure_a_retry_may_fix_fails_the_activity_once_the_others_are_settled(
+    endpoint: RunPodStandIn, dispatcher: RunPodDispatcher, error: str | None, kind: str
+) -> None:
+    async def break_one(jobs: list[Job]) -> Job:
+        if error is None:
+            endpoint.time_out(jobs[1].id)
+        else:
+            fail(endpoint, jobs[1], error)
+        return jobs[1]
+
+    failure, attempt, jobs = await retryable_failure(endpoint, dispatcher, break_one)
+
+    assert (failure.type, failure.non_retryable) == (kind, False)
+    assert "1 of 3 candidates" in failure.message and f"candidate 1: {kind}" in failure.message
+    assert attempt.last == ids(*jobs), "the retry finds every job, and resumes the completed ones"
+
+
+async def test_a_job_runpod_lost_track_of_fails_the_activity_for_a_retry(
+    endpoint: RunPodStandIn, dispatcher: RunPodDispatcher
+) -> None:
+    async def lose_one(jobs: list[Job]) -> Job:
+        endpoint.forget(jobs[0].id)
+        return jobs[0]
+
+    failure, _, _ = await retryable_failure(endpoint, dispatcher, lose_one)
+
+    assert (failure.type, failure.non_retryable) == ("RunPodJobLost", False)
+
+
+@pytest.mark.parametrize(
+    ("route", "status", "kind"),
+    [("run", 429, "RunPodThrottled"), ("run", 502, "RunPodUnavailable"), ("status", 503, "RunPodUnavailable")],
+)
+async def test_throttling_and_runpod_errors_fail_the_activity_for_a_retry(
+    endpoint: RunPodStandIn, dispatcher: RunPodDispatcher, route: Any, status: int, kind: str
+) -> None:
+    endpoint.fail_next(route, status, retry_after_s=3)
+    before = len(endpoint.jobs)
+    task = Attempt().start(dispatcher.matte_slot, SLOT)
+    submitted = 2 if route == "run" else 3
+    for job in await new_jobs(endpoint, before, submitted):
+        complete(endpoint, job)
+
+    with pytest.raises(ApplicationError) as failure:
+        await settle(task)
+
+    assert (failure.value.type, failure.value.non_retryable) == (kind, False)
+    assert len(endpoint.jobs) == before + submitted
+    if status == 429:
+        assert failure.value.next_retry_delay == timedelta(seconds=3), "RunPod's Retry-After"
+
+
+async def test_a_refused_api_key_is_every_candidates_own_failure(endpoint: RunPodStandIn, tmp_path: Path) -> None:
+    dispatcher = RunPodDispatcher(
+        api_for(endpoint, "wrong-key"), FileArtifactStore(tmp_path), settings_for(endpoint), inline=False
+    )
+    output = await settle(Attempt().env.run(dispatcher.matte_slot, SLOT))
+    await dispatcher.aclose()
+
+    assert [result.failure for result in output.results] == [FailureType.RUNPOD_REJECTED] * 3
+    assert not any("wrong-key" in (result.error or "") for result in output.results), "the key never appears"
+
+
+# --- Cancellation ----------------------------------------------------------------------------------------------------
+
+
+async def test_cancelling_the_activity_cancels_every_job_queued_or_running(
+    endpoint: RunPodStandIn, dispatcher: RunPodDispatcher
 ) -> None:
     attempt = Attempt()
-    task = attempt.start(dispatcher.matte_frame, REQUEST)
-    job = await new_job(endpoint, len(endpoint.jobs))
-    if started:
-        endpoint.start_job(job.id)
-    await endpoint.wait_until(lambda: bool(attempt.heartbeats))
+    task = attempt.start(dispatcher.matte_slot, SLOT)
+    jobs = await new_jobs(endpoint, len(endpoint.jobs), 3)
+    endpoint.start_job(jobs[1].id)
+    await endpoint.wait_until(lambda: attempt.last == ids(*jobs))
 
     attempt.env.cancel()
 
     with pytest.raises(asyncio.CancelledError):
         await settle(task)
-    assert job.status == CANCELLED
+    assert [job.status for job in jobs] == [CANCELLED] * 3
+
+
+async def test_a_cancelled_slot_keeps_its_places_while_the_cancellation_reaches_the_other_slots_of_its_set(
+    endpoint: RunPodStandIn, dispatcher: RunPodDispatcher
+) -> None:
+    before = len(endpoint.jobs)
+    first, second = Attempt(), Attempt()
+    cancelled = first.start(dispatcher.matte_slot, SLOT)
+    await until_submitted(endpoint, before + 3)
+    waiting = second.start(dispatcher.matte_slot, slot_of(1, "other"))
+    assert await still_running(waiting)
+
+    first.env.cancel()
+    await endpoint.wait_until(lambda: all(job.status == CANCELLED for job in endpoint.submitted()[before:]))
+    await asyncio.sleep(0.5)  # the other slot learns of its own cancellation a heartbeat later
+    assert len(endpoint.jobs) == before + 3, "no job submitted into a place the cancelled slot freed"
+    second.env.cancel()
+
+    for task in (cancelled, waiting):
+        with pytest.raises(asyncio.CancelledError):
+            await settle(task)
+    assert len(endpoint.jobs) == before + 3
+
+
+async def test_cancelling_a_retry_also_cancels_the_earlier_jobs_it_has_not_resumed_yet(
+    endpoint: RunPodStandIn, dispatcher: RunPodDispatcher, tmp_path: Path
+) -> None:
+    old = await abandoned_slot(endpoint, dispatcher)
+    one_at_a_time = RunPodDispatcher(
+        api_for(endpoint), FileArtifactStore(tmp_path), settings_for(endpoint, runpod_workers=1), inline=False
+    )
+    retry = Attempt([ids(*old)])
+    task = retry.start(one_at_a_time.matte_slot, SLOT)
+    await endpoint.wait_until(lambda: bool(retry.heartbeats))
+    assert await still_running(task)
+
+    retry.env.cancel()
+
+    with pytest.raises(asyncio.CancelledError):
+        await settle(task)
+    await one_at_a_time.aclose()
+    assert [job.status for job in old] == [CANCELLED] * 3
+
+
+class HeldSubmissions(RunPodApi):
+    """A RunPod API whose submissions reach RunPod only once the test lets them (``answer``)."""
+
+    def __init__(self, endpoint: RunPodStandIn) -> None:
+        super().__init__(endpoint.base_url, endpoint.config.endpoint_id, SecretStr(endpoint.config.api_key))
+        self.asked = asyncio.Event()
+        self.answer = asyncio.Event()
+
+    async def run(self, job_input: dict[str, Any], *, execution_timeout_ms: int, ttl_ms: int) -> JobReport:
+        self.asked.set()
+        await self.answer.wait()
+        return await super().run(job_input, execution_timeout_ms=execution_timeout_ms, ttl_ms=ttl_ms)
+
+
+@pytest.mark.parametrize(
+    ("details", "status"),
+    [
+        (ActivityCancellationDetails(cancel_requested=True), CANCELLED),
+        (ActivityCancellationDetails(worker_shutdown=True), IN_QUEUE),
+    ],
+    ids=["cancelled", "worker-shutdown"],
+)
+async def test_a_job_whose_submission_was_in_flight_at_a_cancellation_is_not_left_unseen(
+    endpoint: RunPodStandIn, tmp_path: Path, details: ActivityCancellationDetails, status: str
+) -> None:
+    api = HeldSubmissions(endpoint)
+    dispatcher = RunPodDispatcher(api, FileArtifactStore(tmp_path), settings_for(endpoint), inline=False)
+    attempt = Attempt()
+    task = attempt.start(dispatcher.matte_slot, slot_of(1))
+    await api.asked.wait()
+    submitted = len(endpoint.jobs)
+
+    attempt.env.cancel(details)
+    assert await still_running(task), "the cancelled activity waits for RunPod's answer"
+    api.answer.set()
+
+    with pytest.raises(asyncio.CancelledError):
+        await settle(task)
+    await dispatcher.aclose()
+    [job] = endpoint.submitted()[submitted:]
+    assert job.status == status, "cancelled, or left for the next attempt"
+    assert attempt.last == {"0": job.id}, "heartbeated either way: the next attempt resumes it"
+    endpoint.time_out(job.id)
 
 
 @pytest.mark.parametrize(
@@ -214,108 +558,25 @@ async def test_cancelling_the_activity_cancels_the_job(
     ],
     ids=["worker-shutdown", "attempt-timed-out"],
 )
-async def test_a_cancellation_the_next_attempt_recovers_from_leaves_the_job_running(
+async def test_a_cancellation_the_next_attempt_recovers_from_leaves_the_jobs_running(
     endpoint: RunPodStandIn, dispatcher: RunPodDispatcher, details: ActivityCancellationDetails
 ) -> None:
     attempt = Attempt()
-    task = attempt.start(dispatcher.matte_frame, REQUEST)
-    job = await new_job(endpoint, len(endpoint.jobs))
-    endpoint.start_job(job.id)
-    await endpoint.wait_until(lambda: bool(attempt.heartbeats))
+    task = attempt.start(dispatcher.matte_slot, SLOT)
+    jobs = await new_jobs(endpoint, len(endpoint.jobs), 3)
+    endpoint.start_job(jobs[0].id)
+    await endpoint.wait_until(lambda: attempt.last == ids(*jobs))
 
     attempt.env.cancel(details)
 
     with pytest.raises(asyncio.CancelledError):
         await settle(task)
-    assert job.status == IN_PROGRESS, "the next attempt resumes it"
-    endpoint.time_out(job.id)
-
-
-async def finished_with(endpoint: RunPodStandIn, dispatcher: RunPodDispatcher, **result: Any) -> ApplicationError:
-    """Run an attempt whose job ends with ``result`` (see :meth:`RunPodStandIn.finish_job`); the failure."""
-    task = Attempt().start(dispatcher.matte_frame, REQUEST)
-    job = await new_job(endpoint, len(endpoint.jobs))
-    endpoint.start_job(job.id)
-    if result:
-        endpoint.finish_job(job.id, **result)
-    else:
+    assert [job.status for job in jobs] == [IN_PROGRESS, IN_QUEUE, IN_QUEUE], "the next attempt resumes them"
+    for job in jobs:
         endpoint.time_out(job.id)
-    with pytest.raises(ApplicationError) as failure:
-        await settle(task)
-    return failure.value
 
 
-@pytest.mark.parametrize("kind", ["UnknownPipeline", "UnsupportedImage", "CorruptImage", "WeightsMissing"])
-async def test_a_job_failed_for_a_reason_no_retry_fixes_fails_the_activity_for_good(
-    endpoint: RunPodStandIn, dispatcher: RunPodDispatcher, kind: str
-) -> None:
-    failure = await finished_with(endpoint, dispatcher, error=f"{kind}: the reason")
-
-    assert (failure.type, failure.non_retryable) == (kind, True)
-    assert "the reason" in failure.message
-
-
-@pytest.mark.parametrize(
-    ("error", "kind"),
-    [
-        ("ArtifactError: s3://emoji/x.png: artifact is missing", "ArtifactError"),
-        ("OSError: CUDA out of memory", "RunPodJobFailed"),
-        ('{"error_type": "<class \'RuntimeError\'>", "error_message": "boom"}', "RunPodJobFailed"),
-    ],
-    ids=["typed", "untyped-exception", "sdk-report"],
-)
-async def test_other_job_failures_are_retried(
-    endpoint: RunPodStandIn, dispatcher: RunPodDispatcher, error: str, kind: str
-) -> None:
-    failure = await finished_with(endpoint, dispatcher, error=error)
-
-    assert (failure.type, failure.non_retryable) == (kind, False)
-
-
-async def test_a_timed_out_job_is_retried(endpoint: RunPodStandIn, dispatcher: RunPodDispatcher) -> None:
-    failure = await finished_with(endpoint, dispatcher)
-
-    assert (failure.type, failure.non_retryable) == ("RunPodTimedOut", False)
-
-
-@pytest.mark.parametrize(
-    ("route", "status", "kind"),
-    [("run", 429, "RunPodThrottled"), ("run", 502, "RunPodUnavailable"), ("status", 503, "RunPodUnavailable")],
-)
-async def test_throttling_and_runpod_errors_are_retried(
-    endpoint: RunPodStandIn, dispatcher: RunPodDispatcher, route: Any, status: int, kind: str
-) -> None:
-    endpoint.fail_next(route, status, retry_after_s=3)
-
-    with pytest.raises(ApplicationError) as failure:
-        await settle(Attempt().env.run(dispatcher.matte_frame, REQUEST))
-
-    assert (failure.value.type, failure.value.non_retryable) == (kind, False)
-    if status == 429:
-        assert failure.value.next_retry_delay == timedelta(seconds=3), "RunPod's Retry-After"
-
-
-async def test_a_job_runpod_lost_track_of_is_retried(endpoint: RunPodStandIn, dispatcher: RunPodDispatcher) -> None:
-    task = Attempt().start(dispatcher.matte_frame, REQUEST)
-    job = await new_job(endpoint, len(endpoint.jobs))
-    endpoint.forget(job.id)
-
-    with pytest.raises(ApplicationError) as failure:
-        await settle(task)
-
-    assert (failure.value.type, failure.value.non_retryable) == ("RunPodJobLost", False)
-
-
-async def test_a_refused_api_key_fails_for_good(endpoint: RunPodStandIn, tmp_path: Path) -> None:
-    settings = settings_for(endpoint)
-    api = RunPodApi(settings.runpod_base_url, settings.runpod_endpoint_id, SecretStr("wrong-key"))
-    dispatcher = RunPodDispatcher(api, FileArtifactStore(tmp_path), settings, inline=False)
-    with pytest.raises(ApplicationError) as failure:
-        await settle(Attempt().env.run(dispatcher.matte_frame, REQUEST))
-    await dispatcher.aclose()
-
-    assert (failure.value.type, failure.value.non_retryable) == ("RunPodRejected", True)
-    assert "wrong-key" not in failure.value.message, "the key never appears in a failure"
+# --- describe_pipeline and inline images -----------------------------------------------------------------------------
 
 
 async def test_describe_checks_the_name_here_without_a_job(
@@ -341,40 +602,51 @@ def inline_store(tmp_path: Path) -> FileArtifactStore:
 async def test_without_a_shared_store_images_travel_inline_through_the_real_handler(
     endpoint: RunPodStandIn, inline_store: FileArtifactStore
 ) -> None:
-    settings = settings_for(endpoint)
-    dispatcher = RunPodDispatcher(api_for(endpoint), inline_store, settings, inline=True)
+    dispatcher = RunPodDispatcher(api_for(endpoint), inline_store, settings_for(endpoint), inline=True)
     pipelines = Pipelines(builtin_steps(), StepContext(device="cpu"))
     handler = MattingHandler(inline_store, pipelines, concurrency=1, inline_max_bytes=4_000_000)
-    source = inline_store.put("sets/s/wave/0/0/source.png", sticker_png(), "image/png", width=64, height=64)
-    request = REQUEST.model_copy(update={"source": source})
+    images = [sticker_png(), sticker_png(48)]
+    sources = [inline_store.put(f"sets/s/wave/{i}/source.png", data, "image/png") for i, data in enumerate(images)]
+    request = slot_of(2).model_copy(update={"candidates": sources})
 
-    task = Attempt().start(dispatcher.matte_frame, request)
-    job = await new_job(endpoint, len(endpoint.jobs))
-    endpoint.start_job(job.id)
-    endpoint.finish_job(job.id, output=await handler.handle({"id": job.id, "input": job.input}))
+    task = Attempt().start(dispatcher.matte_slot, request)
+    for job in await new_jobs(endpoint, len(endpoint.jobs), 2):
+        endpoint.start_job(job.id)
+        endpoint.finish_job(job.id, output=await handler.handle({"id": job.id, "input": job.input}))
+        assert base64.b64decode(job.input["inline_source"]) == images[candidate_of(job)]
     output = await settle(task)
     handler.close()
     await dispatcher.aclose()
 
     assert dispatcher.inline
-    assert base64.b64decode(job.input["inline_source"]) == sticker_png()
-    assert output.matte.uri == (inline_store.root / request.output_key).as_uri(), "stored under the dispatcher's key"
-    assert hashlib.sha256(inline_store.get(output.matte)).hexdigest() == output.matte.sha256
-    assert len(inline_store.get(output.matte)) == output.matte.size_bytes and output.matte.width == 64
+    for index, result in enumerate(output.results):
+        matte = result.output.matte if result.output else None
+        assert matte is not None and matte.uri == (inline_store.root / request.output_keys[index]).as_uri(), (
+            "stored under the dispatcher's key"
+        )
+        assert hashlib.sha256(inline_store.get(matte)).hexdigest() == matte.sha256
+        assert len(inline_store.get(matte)) == matte.size_bytes and matte.width == (64, 48)[index]
 
 
-async def test_an_inline_source_over_the_limit_fails_for_good_before_any_job(
+async def test_an_inline_source_over_the_limit_fails_on_its_own_before_any_job(
     endpoint: RunPodStandIn, inline_store: FileArtifactStore
 ) -> None:
-    settings = settings_for(endpoint, runpod_inline_max_bytes=100)
-    dispatcher = RunPodDispatcher(api_for(endpoint), inline_store, settings, inline=True)
-    source = inline_store.put("big.png", sticker_png(), "image/png")
+    dispatcher = RunPodDispatcher(
+        api_for(endpoint), inline_store, settings_for(endpoint, runpod_inline_max_bytes=100), inline=True
+    )
+    big = inline_store.put("big.png", sticker_png(), "image/png")
+    tiny = inline_store.put("tiny.png", b"tiny", "image/png")
+    request = slot_of(2).model_copy(update={"candidates": [big, tiny]})
     submitted = len(endpoint.jobs)
 
-    with pytest.raises(ApplicationError) as failure:
-        await settle(Attempt().env.run(dispatcher.matte_frame, REQUEST.model_copy(update={"source": source})))
+    task = Attempt().start(dispatcher.matte_slot, request)
+    [job] = await new_jobs(endpoint, submitted, 1)
+    complete(endpoint, job)
+    output = await settle(task)
     await dispatcher.aclose()
 
-    assert (failure.value.type, failure.value.non_retryable) == ("UnsupportedImage", True)
-    assert "inline limit" in failure.value.message and "s3://" in failure.value.message
-    assert len(endpoint.jobs) == submitted
+    too_big = output.results[0]
+    assert too_big.failure is FailureType.UNSUPPORTED_IMAGE and too_big.error is not None
+    assert "inline limit" in too_big.error and "s3://" in too_big.error
+    assert candidate_of(job) == 1 and output.results[1].output == result_of(job)
+    assert len(endpoint.jobs) == submitted + 1, "no job for the image over the limit"

@@ -12,12 +12,12 @@ from activities.export.platforms import BUILTIN_TARGETS, builtin_target
 from activities.export.platforms.base import DoesNotFitError, EmojiFrames
 from testkit.emoji_frames import procedural_emoji
 from workflows.contract import ExportTarget
-from workflows.presets import DEFAULT_POSES
+from workflows.presets import DEFAULT_ACTIONS
 
 
 @pytest.fixture(scope="module")
 def eight() -> list[EmojiFrames]:
-    return [procedural_emoji(pose, frames=8, size=96) for pose in DEFAULT_POSES]
+    return [procedural_emoji(pose, frames=8, size=96) for pose in DEFAULT_ACTIONS]
 
 
 def test_every_platform_of_the_contract_has_a_target_module() -> None:
@@ -31,7 +31,7 @@ def test_line_emoji_package_is_numbered_files_and_a_tab_image_in_one_zip(eight: 
 
     names = [file.name for file in package.files]
     assert names == [f"{i:03d}.png" for i in range(1, 9)] + ["tab.png"]
-    assert [file.emoji for file in package.files[:8]] == list(DEFAULT_POSES)
+    assert [file.emoji for file in package.files[:8]] == list(DEFAULT_ACTIONS)
     assert package.archive is not None
     with zipfile.ZipFile(io.BytesIO(package.archive)) as archive:
         assert archive.namelist() == names

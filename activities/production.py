@@ -1,0 +1,198 @@
+"""Production activities of the orchestration worker: the character, start frames, clips, their frames, frame edits.
+
+Each reads its input images from the artifact store, calls the set's generator for one role (see
+:mod:`activities.generation.base`) or decodes a clip (:mod:`activities.clips`), and stores what it made under
+deterministic keys (:mod:`workflows.keys`), so a retried activity overwrites its own output. Payloads carry only
+references.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import TypeVar
+
+from temporalio import activity
+
+from activities import clips, uploads
+from activities.generation import GeneratorRegistry, builtin_generators
+from activities.generation.base import GeneratedImage, GenerationError, Generator
+from core.artifacts import ArtifactStore
+from workflows import keys
+from workflows.contract import (
+    ActivityName,
+    ArtifactRef,
+    CheckGeneratorInput,
+    ClipFrame,
+    ClipOutput,
+    EditFrameInput,
+    ExtractFramesInput,
+    ExtractFramesOutput,
+    FailureType,
+    GenerateCharacterInput,
+    GenerateClipInput,
+    GeneratedCandidate,
+    GeneratedImages,
+    GenerateStartFrameInput,
+    PrepareUploadInput,
+)
+
+T = TypeVar("T")
+
+
+class ProductionActivities:
+    """Holds one instance of each generator used so far, shared by concurrent activities.
+
+    Args:
+        store: Where inputs are read and outputs stored.
+        generators: The backends a set may name; ``None`` is :func:`~activities.generation.builtin_generators`.
+    """
+
+    def __init__(self, store: ArtifactStore, generators: GeneratorRegistry | None = None) -> None:
+        self._store = store
+        self._registry = builtin_generators() if generators is None else generators
+        self._generators: dict[str, Generator] = {}
+        self._lock = asyncio.Lock()
+
+    async def _generator(self, name: str) -> Generator:
+        async with self._lock:
+            if name not in self._generators:
+                try:
+                    self._generators[name] = self._registry.create(name)
+                except KeyError as err:
+                    raise FailureType.UNKNOWN_GENERATOR.error(str(err.args[0])) from err
+            return self._generators[name]
+
+    async def _read(self, ref: ArtifactRef) -> bytes:
+        return await asyncio.to_thread(self._store.get, ref)
+
+    async def _put(self, key: str, data: bytes, media_type: str, width: int | None = None) -> ArtifactRef:
+        return await asyncio.to_thread(self._store.put, key, data, media_type, width=width, height=width)
+
+    @activity.defn(name=ActivityName.CHECK_GENERATOR)
+    async def check_generator(self, request: CheckGeneratorInput) -> str:
+        """Fail with a non-retryable ``UnknownGenerator`` error when the backend does not exist."""
+        return type(await self._generator(request.generator)).__name__
+
+    @activity.defn(name=ActivityName.PREPARE_UPLOAD)
+    async def prepare_upload(self, request: PrepareUploadInput) -> ArtifactRef:
+        """Check the uploaded picture and store it cleaned: cut out, on white, cropped and padded square."""
+        data = await self._read(request.upload)
+        try:
+            cleaned = await asyncio.to_thread(uploads.clean_character, data, request.size)
+        except uploads.UploadError as err:
+            raise FailureType.INVALID_UPLOAD.error(str(err)) from err
+        return await self._put(keys.character_key(request.set_id, 0), cleaned, "image/png", request.size)
+
+    @activity.defn(name=ActivityName.GENERATE_CHARACTER)
+    async def generate_character(self, request: GenerateCharacterInput) -> GeneratedImages:
+        """Character candidates from the prompt."""
+        generator = await self._generator(request.generator)
+        images = await _generated(generator.character(request), request.generator)
+        return await self._stored(
+            images,
+            request.first_candidate,
+            request.count,
+            request.generator,
+            lambda i: keys.character_key(request.set_id, i),
+        )
+
+    @activity.defn(name=ActivityName.GENERATE_START_FRAME)
+    async def generate_start_frame(self, request: GenerateStartFrameInput) -> GeneratedImages:
+        """Start frame candidates: the character in the action's pose."""
+        generator = await self._generator(request.generator)
+        character = await self._read(request.character.image)
+        images = await _generated(generator.start_frame(request, character), request.generator)
+        return await self._stored(
+            images,
+            request.first_candidate,
+            request.count,
+            request.generator,
+            lambda i: keys.start_frame_key(request.set_id, request.action.name, i),
+        )
+
+    @activity.defn(name=ActivityName.EDIT_FRAME)
+    async def edit_frame(self, request: EditFrameInput) -> GeneratedImages:
+        """New candidates for one frame slot: an image edit of its frame with the custom prompt."""
+        generator = await self._generator(request.generator)
+        source = await self._read(request.source)
+        images = await _generated(generator.edit_frame(request, source), request.generator)
+        return await self._stored(
+            images,
+            request.first_candidate,
+            request.count,
+            request.generator,
+            lambda i: keys.candidate_key(request.set_id, request.action.name, request.frame, i, "source.png"),
+        )
+
+    @activity.defn(name=ActivityName.GENERATE_CLIP)
+    async def generate_clip(self, request: GenerateClipInput) -> ClipOutput:
+        """One image-to-video take from the approved start frame."""
+        generator = await self._generator(request.generator)
+        start_frame = await self._read(request.start_frame)
+        clip = await _generated(generator.clip(request, start_frame), request.generator)
+        key = keys.clip_key(request.set_id, request.action.name, request.take)
+        stored = await asyncio.to_thread(self._store.put, key, clip.data, clip.media_type)
+        return ClipOutput(clip=stored, generator=request.generator, task_id=clip.task_id)
+
+    @activity.defn(name=ActivityName.EXTRACT_FRAMES)
+    async def extract_frames(self, request: ExtractFramesInput) -> ExtractFramesOutput:
+        """Decode a take's clip, choose the emoji's frames over a smooth loop, and store every candidate frame."""
+        data = await self._read(request.clip)
+        try:
+            extraction = await asyncio.to_thread(
+                clips.extract_frames, data, frames=request.frames, neighbours=request.neighbours, size=request.size
+            )
+        except clips.ClipError as err:
+            raise FailureType.INVALID_CLIP.error(f"{request.action} take {request.take}: {err}") from err
+        stored: dict[int, ArtifactRef] = {}
+        for slot in extraction.slots:
+            for frame in slot:
+                if frame.source_frame not in stored:
+                    key = keys.clip_frame_key(request.set_id, request.action, request.take, frame.source_frame)
+                    stored[frame.source_frame] = await self._put(key, frame.png, "image/png", request.size)
+        return ExtractFramesOutput(
+            slots=[
+                [
+                    ClipFrame(
+                        source_frame=f.source_frame, offset=f.offset, image=stored[f.source_frame], quality=f.quality
+                    )
+                    for f in slot
+                ]
+                for slot in extraction.slots
+            ],
+            source_frames=extraction.source_frames,
+            fps=extraction.fps,
+            loop=extraction.loop,
+        )
+
+    async def _stored(
+        self, images: list[GeneratedImage], first: int, count: int, generator: str, key_of: Callable[[int], str]
+    ) -> GeneratedImages:
+        if len(images) != count:
+            raise FailureType.GENERATION_FAILED.error(f"{generator} returned {len(images)} images, expected {count}")
+        candidates = []
+        for offset, image in enumerate(images):
+            index = first + offset
+            ref = await asyncio.to_thread(
+                self._store.put, key_of(index), image.data, image.media_type, width=image.width, height=image.height
+            )
+            candidates.append(GeneratedCandidate(index=index, image=ref))
+        return GeneratedImages(candidates=candidates, generator=generator)
+
+    async def aclose(self) -> None:
+        """Release generator resources (HTTP clients)."""
+        for generator in self._generators.values():
+            close = getattr(generator, "aclose", None)
+            if close is not None:
+                await close()
+
+
+async def _generated(call: Awaitable[T], generator: str) -> T:
+    """Await a generator role, reporting its failures as their typed ApplicationErrors."""
+    try:
+        return await call
+    except GenerationError as err:
+        delay = None if err.retry_after_s is None else timedelta(seconds=err.retry_after_s)
+        raise err.failure_type.error(f"{generator}: {err}", next_retry_delay=delay) from err
