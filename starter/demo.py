@@ -16,6 +16,9 @@ from starter.watch import watch_until
 from workflows.contract import EmojiSetInput, Phase, PickCandidateInput
 
 DEMO_PROMPT = "a round orange cat with a blue scarf"
+DEMO_NEIGHBOURS = 1
+"""One clip frame either side of each chosen one (the default is two): three candidates per slot keep the demo within
+about two minutes on a fresh two-core machine."""
 
 
 async def run_demo(
@@ -36,7 +39,11 @@ async def run_demo(
     image = client.upload(character.read_bytes()) if character is not None else None
     set_id = await client.start(
         EmojiSetInput(
-            character_prompt=None if image else prompt, character_image=image, frames_per_emoji=frames, owner="demo"
+            character_prompt=None if image else prompt,
+            character_image=image,
+            frames_per_emoji=frames,
+            neighbours=DEMO_NEIGHBOURS,
+            owner="demo",
         )
     )
     console.print(f"set [bold]{set_id}[/bold]\nWeb UI: {client.web_ui_url(set_id)}")

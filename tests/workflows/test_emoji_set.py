@@ -172,6 +172,19 @@ async def test_upload_makes_a_set_and_bad_uploads_are_refused(stack: Stack, set_
     await stack.sets.cancel(set_id)
 
 
+async def test_a_bad_upload_started_raw_fails_the_set_before_any_production(stack: Stack, set_id: str) -> None:
+    """A reference to bytes that are no picture (a backend that skipped the client's check) fails at the character."""
+    garbage = stack.store.put(f"uploads/{set_id}", b"GIF89a but not really", "image/gif")
+    await start(stack, set_id, character_prompt=None, character_image=garbage)
+
+    with pytest.raises(WorkflowFailureError) as failure:
+        await stack.sets.result(set_id)
+
+    assert "the character could not be made" in str(failure.value.cause)
+    state = await stack.sets.state(set_id)
+    assert state.character.error and all(not a.start_frames for a in state.actions)
+
+
 async def test_a_new_take_with_a_custom_motion_prompt_and_pick_take(stack: Stack, set_id: str) -> None:
     await start_and_review(stack, set_id)
 
