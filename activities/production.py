@@ -18,7 +18,7 @@ from temporalio import activity
 from activities import clips, uploads
 from activities.generation import GeneratorRegistry, builtin_generators
 from activities.generation.base import GeneratedImage, GenerationError, Generator
-from core.artifacts import ArtifactStore
+from core.artifacts import ArtifactError, ArtifactStore
 from workflows import keys
 from workflows.contract import (
     ActivityName,
@@ -65,7 +65,10 @@ class ProductionActivities:
             return self._generators[name]
 
     async def _read(self, ref: ArtifactRef) -> bytes:
-        return await asyncio.to_thread(self._store.get, ref)
+        try:
+            return await asyncio.to_thread(self._store.get, ref)
+        except ArtifactError as err:
+            raise err.failure_type.error(str(err)) from err
 
     async def _put(self, key: str, data: bytes, media_type: str, width: int | None = None) -> ArtifactRef:
         return await asyncio.to_thread(self._store.put, key, data, media_type, width=width, height=width)

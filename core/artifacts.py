@@ -23,6 +23,12 @@ class ArtifactError(Exception):
     failure_type: ClassVar[FailureType] = FailureType.ARTIFACT_ERROR
 
 
+class ForeignArtifact(ArtifactError):
+    """A reference outside this store: a crafted or stale URI is never read, whatever sha256 it carries."""
+
+    failure_type: ClassVar[FailureType] = FailureType.FOREIGN_ARTIFACT
+
+
 class ArtifactStore(Protocol):
     """Where image bytes live: :class:`FileArtifactStore` (``file://``) or ``S3ArtifactStore`` (``s3://``)."""
 
@@ -68,10 +74,18 @@ class FileArtifactStore:
         )
 
     def get(self, ref: ArtifactRef) -> bytes:
+        """The bytes of ``ref``, read only from under this store's root and checked against its sha256.
+
+        Raises:
+            ForeignArtifact: ``ref`` is not a ``file://`` URI under the root (symbolic links resolved).
+            ArtifactError: The artifact is missing or its content changed.
+        """
         parsed = urlparse(ref.uri)
-        if parsed.scheme != "file":
-            raise ArtifactError(f"{ref.uri}: this store reads file:// artifacts only")
-        path = Path(unquote(parsed.path))
+        if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
+            raise ForeignArtifact(f"{ref.uri}: this store reads only file:// artifacts under {self.root}")
+        path = Path(unquote(parsed.path)).resolve()
+        if not path.is_relative_to(self.root):
+            raise ForeignArtifact(f"{ref.uri}: outside the artifact store ({self.root}); it is not read")
         try:
             data = path.read_bytes()
         except FileNotFoundError as err:

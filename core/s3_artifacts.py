@@ -13,7 +13,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from core.artifacts import ArtifactError
+from core.artifacts import ArtifactError, ForeignArtifact
 from workflows.contract import ArtifactRef
 
 
@@ -65,8 +65,17 @@ class S3ArtifactStore:
 
     def get(self, ref: ArtifactRef) -> bytes:
         bucket, _, object_key = ref.uri.removeprefix("s3://").partition("/")
-        if not ref.uri.startswith("s3://") or not object_key:
-            raise ArtifactError(f"{ref.uri}: this store reads s3:// artifacts only")
+        inside = f"{self.prefix}/" if self.prefix else ""
+        segments = object_key.split("/")
+        if (
+            not ref.uri.startswith("s3://")
+            or bucket != self.bucket
+            or not object_key.startswith(inside)
+            or any(segment in ("", ".", "..") for segment in segments)
+        ):
+            raise ForeignArtifact(
+                f"{ref.uri}: this store reads only s3://{self.bucket}/{inside}... artifacts; it is not read"
+            )
         try:
             data: bytes = self._client.get_object(Bucket=bucket, Key=object_key)["Body"].read()
         except ClientError as err:

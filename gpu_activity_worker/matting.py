@@ -180,10 +180,9 @@ def _decode(candidate: _Candidate, store: ArtifactStore) -> None:
     """Read and decode a candidate's source; a corrupt one gets its failure as its result."""
     started = time.perf_counter()
     source = candidate.request.source
-    data = store.get(source)
     try:
-        candidate.rgb = decode_rgb(data, source.uri)
-    except CorruptImageError as err:
+        candidate.rgb = decode_rgb(store.get(source), source.uri)
+    except (CorruptImageError, ArtifactError) as err:  # a foreign reference is its own; a missing one is raised
         candidate.result = _own_failure(err)
     candidate.busy_s += time.perf_counter() - started
 

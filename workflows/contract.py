@@ -88,6 +88,9 @@ class FailureType(StrEnum):
     """A matting step cannot handle the image (e.g. no plain background for ``classical``); another pipeline may."""
     CORRUPT_IMAGE = "CorruptImage"
     WEIGHTS_MISSING = "WeightsMissing"
+    FOREIGN_ARTIFACT = "ForeignArtifact"
+    """A reference points outside the artifact store (another folder, bucket or prefix, another scheme): a store reads
+    only what it holds, whatever sha256 the reference carries."""
     ARTIFACT_ERROR = "ArtifactError"
     """A stored artifact is missing or does not match its reference (sha256). Retried: a store shared by several
     machines may show a fresh write late."""
@@ -125,6 +128,7 @@ NON_RETRYABLE_FAILURES: frozenset[FailureType] = frozenset(
         FailureType.GENERATION_REFUSED,
         FailureType.INVALID_UPLOAD,
         FailureType.INVALID_CLIP,
+        FailureType.FOREIGN_ARTIFACT,
         FailureType.UNKNOWN_PIPELINE,
         FailureType.UNSUPPORTED_IMAGE,
         FailureType.CORRUPT_IMAGE,

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
 
-from core.artifacts import ArtifactError, FileArtifactStore, open_store
+from core.artifacts import ArtifactError, FileArtifactStore, ForeignArtifact, open_store
 from core.settings import ArtifactSettings
+from workflows.contract import ArtifactRef
 from workflows.keys import candidate_key, key_segment
 
 
@@ -59,3 +61,29 @@ def test_keys_are_deterministic_and_safe() -> None:
     unsafe = key_segment("../a b/ü")
     assert "/" not in unsafe and unsafe != ".." and unsafe == key_segment("../a b/ü")
     assert key_segment("a b") != key_segment("a_b"), "sanitised ids stay unique"
+
+
+def _reference_to(path: Path) -> ArtifactRef:
+    """A well-formed reference to any file, with its true sha256: what a crafted input would carry."""
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    return ArtifactRef(uri=path.as_uri(), sha256=digest, size_bytes=len(data), media_type="image/png")
+
+
+def test_a_reference_outside_the_root_is_refused_whatever_its_sha256(tmp_path: Path) -> None:
+    root, outside = tmp_path / "store", tmp_path / "secret.txt"
+    outside.write_bytes(b"not for workers")
+    store = FileArtifactStore(root)
+    (root / "sets").mkdir(parents=True)
+    (root / "sets" / "link.png").symlink_to(outside)
+    crafted = [
+        _reference_to(outside),
+        _reference_to(outside).model_copy(update={"uri": f"{root.as_uri()}/sets/../../secret.txt"}),
+        _reference_to(outside).model_copy(update={"uri": (root / "sets" / "link.png").as_uri()}),
+        _reference_to(outside).model_copy(update={"uri": f"file://other-host{outside}"}),
+        _reference_to(outside).model_copy(update={"uri": "s3://bucket/secret.txt"}),
+    ]
+    for ref in crafted:
+        with pytest.raises(ForeignArtifact, match=r"not read|reads only"):
+            store.get(ref)
+    assert not ForeignArtifact.failure_type.retryable and issubclass(ForeignArtifact, ArtifactError)

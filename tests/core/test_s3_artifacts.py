@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from core.artifacts import ArtifactError, open_store
+from core.artifacts import ArtifactError, ForeignArtifact, open_store
 from core.s3_artifacts import S3ArtifactStore
 from core.settings import ArtifactSettings
 from testkit.s3 import s3_server
@@ -48,9 +48,28 @@ def test_same_key_overwrites(s3_endpoint: str) -> None:
 
 
 def test_a_reader_on_another_machine_reads_the_same_reference(s3_endpoint: str) -> None:
-    writer, reader = store_for(s3_endpoint), store_for(s3_endpoint, "s3://emoji/other-prefix")
+    writer, reader = store_for(s3_endpoint), store_for(s3_endpoint)
     ref = writer.put("shared.png", b"shared", "image/png")
-    assert reader.get(ref) == b"shared", "a reference names its object fully, whatever the reader's prefix"
+    assert reader.get(ref) == b"shared"
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "s3://emoji/other-prefix/shared.png",
+        "s3://another-bucket/sets-root/shared.png",
+        "s3://emoji/sets-root/../other-prefix/shared.png",
+        "s3://emoji/sets-rootx/shared.png",
+        "file:///etc/hostname",
+    ],
+)
+def test_a_reference_outside_the_bucket_and_prefix_is_refused(s3_endpoint: str, uri: str) -> None:
+    store = store_for(s3_endpoint)
+    other = store_for(s3_endpoint, "s3://emoji/other-prefix")
+    ref = other.put("shared.png", b"shared", "image/png").model_copy(update={"uri": uri})
+    with pytest.raises(ForeignArtifact, match="it is not read"):
+        store.get(ref)
+    assert not ForeignArtifact.failure_type.retryable
 
 
 def test_changed_or_missing_objects_are_detected(s3_endpoint: str) -> None:

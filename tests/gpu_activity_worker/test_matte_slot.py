@@ -233,6 +233,21 @@ async def test_each_candidate_is_matted_stored_and_scored_and_a_bad_one_fails_on
     assert line.elapsed_ms >= 0 and line.gpu_wait_ms >= 0  # type: ignore[attr-defined]
 
 
+async def test_a_reference_outside_the_store_is_that_candidates_own_failure(
+    store: FileArtifactStore, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    elsewhere = FileArtifactStore(tmp_path_factory.mktemp("elsewhere"))
+    request = _slot(store, [sticker_png(), sticker_png()], "classical")
+    foreign = elsewhere.put("secret.png", sticker_png(), "image/png")
+    request = request.model_copy(update={"candidates": [request.candidates[0], foreign]})
+    with _gpu(store, builtin_steps()) as matting:
+        output = await ActivityEnvironment().run(matting.matte_slot, request)
+
+    assert _ok(output) == [True, False]
+    assert output.results[1].failure is FailureType.FOREIGN_ARTIFACT
+    assert "outside the artifact store" in (output.results[1].error or "")
+
+
 async def test_an_unknown_pipeline_is_every_candidates_own_failure(store: FileArtifactStore) -> None:
     request = _slot(store, [sticker_png(), sticker_png()], "floodfill+no-such-step")
     with _gpu(store, builtin_steps()) as matting:

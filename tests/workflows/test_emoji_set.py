@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import io
 import re
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +24,7 @@ from workflows.contract import (
     WORKFLOW_TYPE,
     ActionStage,
     ActionState,
+    ArtifactRef,
     CandidateStatus,
     EmojiSetInput,
     EmojiSetState,
@@ -149,12 +152,20 @@ async def test_start_frames_wait_for_review_pick_regenerate_approve(stack: Stack
     await stack.sets.cancel(set_id)
 
 
-async def test_upload_makes_a_set_and_bad_uploads_are_refused(stack: Stack, set_id: str) -> None:
+def _picture() -> bytes:
     picture = Image.new("RGB", (300, 200), (40, 160, 220))
     picture.paste((250, 120, 30), (100, 40, 200, 180))
     buffer = io.BytesIO()
     picture.save(buffer, format="PNG")
-    data = buffer.getvalue()
+    return buffer.getvalue()
+
+
+PICTURE = _picture()
+"""An orange block on a blue backdrop: an upload the cleaning cuts out."""
+
+
+async def test_upload_makes_a_set_and_bad_uploads_are_refused(stack: Stack, set_id: str) -> None:
+    data = PICTURE
     for bad, message in (
         (b"", "0 bytes"),
         (data[: len(data) // 2], "truncated"),
@@ -183,6 +194,27 @@ async def test_a_bad_upload_started_raw_fails_the_set_before_any_production(stac
     assert "the character could not be made" in str(failure.value.cause)
     state = await stack.sets.state(set_id)
     assert state.character.error and all(not a.start_frames for a in state.actions)
+
+
+async def test_a_crafted_reference_outside_the_store_is_never_read(stack: Stack, set_id: str, tmp_path: Path) -> None:
+    """A reference to a file outside the store, with its true sha256 (sent raw, e.g. through the Temporal CLI)."""
+    secret = tmp_path / "secret.png"
+    secret.write_bytes(stack.store.get(stack.sets.upload(PICTURE)))
+    crafted = ArtifactRef(
+        uri=secret.as_uri(),
+        sha256=hashlib.sha256(secret.read_bytes()).hexdigest(),
+        size_bytes=secret.stat().st_size,
+        media_type="image/png",
+    )
+    await start(stack, set_id, character_prompt=None, character_image=crafted)
+
+    with pytest.raises(WorkflowFailureError) as failure:
+        await stack.sets.result(set_id)
+
+    assert "outside the artifact store" in str(failure.value.cause)
+    history = await stack.client.get_workflow_handle(set_id).fetch_history()
+    attempts = [e for e in history.events if e.HasField("activity_task_started_event_attributes")]
+    assert max(e.activity_task_started_event_attributes.attempt for e in attempts) == 1, "refused, not retried"
 
 
 async def test_a_new_take_with_a_custom_motion_prompt_and_pick_take(stack: Stack, set_id: str) -> None:

@@ -278,7 +278,8 @@ async def test_cancelling_a_running_job_stops_it_on_its_worker(tmp_path: Path) -
         log_dir=tmp_path / "workers",
     )
     data = sticker_png()
-    fifo = tmp_path / "held-source.png"
+    fifo = store.root / "held" / "source.png"  # inside the store: a store reads nothing outside its root
+    fifo.parent.mkdir(parents=True)
     os.mkfifo(fifo)
     held = ArtifactRef(
         uri=fifo.as_uri(), sha256=hashlib.sha256(data).hexdigest(), size_bytes=len(data), media_type="image/png"
