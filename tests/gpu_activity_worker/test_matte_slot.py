@@ -29,6 +29,7 @@ from gpu_activity_worker.batching import Lanes
 from gpu_activity_worker.engines import StepRegistry, StepSpec, builtin_steps
 from gpu_activity_worker.engines.base import MatteState, MattingError, StepContext, StepRole, UnsupportedImageError
 from gpu_activity_worker.pipeline import Pipelines
+from testkit.held_step import HeldStep
 from testkit.images import sticker_png
 from workflows.contract import FailureType, MatteSlotInput, MatteSlotOutput
 
@@ -80,31 +81,6 @@ def _cut_out(state: MatteState) -> MatteState:
 
 
 @dataclass
-class HeldStep:
-    """A GPU step that runs each candidate until the test lets it go, recording which ran (by red value)."""
-
-    device: str = "cpu"
-    precision: str = "fp32"
-    entered: list[int] = field(default_factory=list)
-    running: int = 0
-    peak: int = 0
-    release: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(0))
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def apply(self, state: MatteState) -> MatteState:
-        with self.lock:
-            self.entered.append(_red(state))
-            self.running += 1
-            self.peak = max(self.peak, self.running)
-        try:
-            assert self.release.acquire(timeout=30), "the test never let this candidate go"
-        finally:
-            with self.lock:
-                self.running -= 1
-        return _cut_out(state)
-
-
-@dataclass
 class BatchStep:
     """A batchable GPU step that records every ``apply_batch`` size, the lone ``apply`` calls and their threads."""
 
@@ -153,7 +129,7 @@ class PairedStep:
 
 @pytest.fixture
 def held() -> Iterator[HeldStep]:
-    step = HeldStep()
+    step = HeldStep(finish=_cut_out)
     yield step
     step.release.release(100)
 

@@ -32,6 +32,7 @@ from gpu_activity_worker.pipeline import Pipelines
 from gpu_activity_worker.settings import GpuWorkerSettings
 from gpu_activity_worker.slots import FrameCancelledError, GpuGate, PrefetchSlotSupplier
 from gpu_activity_worker.worker import build_gpu_worker
+from testkit.held_step import HeldStep
 from testkit.servers import start_throwaway_server
 from workflows.contract import GPU_TASK_QUEUE, ActivityName, MatteSlotInput, MatteSlotOutput
 
@@ -211,31 +212,6 @@ async def test_the_supplier_opens_prefetch_slots_only_while_the_gpu_is_full() ->
 
 
 # --- The activities and the worker -----------------------------------------------------------------------------------
-
-
-@dataclass
-class HeldStep:
-    """A stand-in GPU step that runs until the test lets it go, recording which candidates ran (by their colour)."""
-
-    device: str = "cpu"
-    precision: str = "fp32"
-    entered: list[int] = field(default_factory=list)
-    running: int = 0
-    peak: int = 0
-    release: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(0))
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def apply(self, state: MatteState) -> MatteState:
-        with self.lock:
-            self.entered.append(round(float(state.image[0, 0, 0]) * 255))
-            self.running += 1
-            self.peak = max(self.peak, self.running)
-        try:
-            assert self.release.acquire(timeout=30), "the test never let this candidate go"
-        finally:
-            with self.lock:
-                self.running -= 1
-        return MatteState(image=state.image, alpha=np.ones(state.image.shape[:2], dtype=np.float32))
 
 
 @pytest.fixture
