@@ -34,7 +34,7 @@ class DashScopeSettings(PopconSettings):
     dashscope_clip_resolution: Literal["480P", "720P", "1080P"] = "720P"
     dashscope_poll_interval_s: float = Field(default=2.0, gt=0, description="First pause between two task polls.")
     dashscope_poll_max_interval_s: float = Field(
-        default=15.0, gt=0, description="Longest pause between polls (keep it well below the heartbeat timeout)."
+        default=15.0, gt=0, description="Longest pause between polls (the activity heartbeats every second meanwhile)."
     )
     dashscope_image_timeout_s: float = Field(default=300.0, gt=0, description="How long one image call waits.")
     dashscope_clip_timeout_s: float = Field(default=900.0, gt=0, description="How long one clip call waits.")

@@ -13,11 +13,12 @@ from activities.platform_exports import PlatformExportActivities
 from activities.production import ProductionActivities
 from activities.settings import OrchestrationSettings
 from core.artifacts import ArtifactStore, open_store
-from core.connection import connect
+from core.connection import connect_worker
+from core.heartbeats import KeepBeating
 from core.observability import configure_logging, temporal_runtime
 from core.serve import serve_until_signalled
 from core.settings import ArtifactSettings, ObservabilitySettings, TemporalSettings
-from workflows.contract import ORCHESTRATION_TASK_QUEUE
+from workflows.contract import HEARTBEAT_INTERVAL, ORCHESTRATION_TASK_QUEUE, STICKY_WORKFLOW_TIMEOUT
 from workflows.emoji_set import EmojiSetWorkflow
 from workflows.export_set import ExportSetWorkflow
 
@@ -54,6 +55,10 @@ def build_worker(
             exports.export_package,
         ],
         max_concurrent_activities=settings.orchestration_activity_concurrency,
+        interceptors=[KeepBeating()],
+        max_heartbeat_throttle_interval=HEARTBEAT_INTERVAL,
+        default_heartbeat_throttle_interval=HEARTBEAT_INTERVAL,
+        sticky_queue_schedule_to_start_timeout=STICKY_WORKFLOW_TIMEOUT,
         graceful_shutdown_timeout=timedelta(seconds=30),
     )
     return worker, production
@@ -62,7 +67,7 @@ def build_worker(
 async def main() -> None:
     observability = ObservabilitySettings()
     configure_logging(observability.log_level)
-    client = await connect(TemporalSettings(), temporal_runtime(observability.metrics_bind))
+    client = await connect_worker(TemporalSettings(), temporal_runtime(observability.metrics_bind))
     worker, production = build_worker(client, OrchestrationSettings(), open_store(ArtifactSettings()))
     try:
         await serve_until_signalled(worker)

@@ -6,6 +6,7 @@ second copy. Writes are atomic (temporary file, then rename): a crash mid-write 
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import os
 import tempfile
@@ -15,6 +16,10 @@ from urllib.parse import unquote, urlparse
 
 from core.settings import ArtifactSettings
 from workflows.contract import ArtifactRef, FailureType
+
+PARTIAL = ".partial"
+"""How a write's temporary file ends: ``.<name>.<8 random characters>.partial``, hidden beside its target so the
+rename is atomic."""
 
 
 class ArtifactError(Exception):
@@ -38,6 +43,10 @@ class ArtifactStore(Protocol):
 
     def get(self, ref: ArtifactRef) -> bytes: ...
 
+    def find(self, key: str) -> bytes | None:
+        """What is stored under ``key``, or None: for a worker's own records, which no reference points to."""
+        ...
+
 
 class FileArtifactStore:
     """Artifacts as files under one root folder, addressed by ``file://`` URIs."""
@@ -54,16 +63,31 @@ class FileArtifactStore:
     def put(
         self, key: str, data: bytes, media_type: str, *, width: int | None = None, height: int | None = None
     ) -> ArtifactRef:
+        """Store ``data`` under ``key`` atomically.
+
+        Raises:
+            ArtifactError: It could not be written (disk full, I/O error, the path taken): retryable, and nothing is
+                left behind.
+        """
         path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=PARTIAL)
+        except OSError as err:
+            raise ArtifactError(f"{key}: could not be stored: {err}") from err
         try:
             with os.fdopen(fd, "wb") as out:
                 out.write(data)
             os.replace(tmp, path)
-        except BaseException:
+        except BaseException as err:
             Path(tmp).unlink(missing_ok=True)
+            if isinstance(err, OSError):
+                raise ArtifactError(f"{key}: could not be stored: {err}") from err
             raise
+        # A writer of this key that crashed mid-write left its temporary file: the key is written now, drop it. (A
+        # writer still at work, an overlapping attempt, then fails to rename, is retried and writes the same bytes.)
+        for leftover in path.parent.glob(glob.escape(f".{path.name}.") + "?" * 8 + glob.escape(PARTIAL)):
+            leftover.unlink(missing_ok=True)
         return ArtifactRef(
             uri=path.as_uri(),
             sha256=hashlib.sha256(data).hexdigest(),
@@ -94,6 +118,14 @@ class FileArtifactStore:
         if digest != ref.sha256:
             raise ArtifactError(f"{ref.uri}: content changed (sha256 {digest}, expected {ref.sha256})")
         return data
+
+    def find(self, key: str) -> bytes | None:
+        try:
+            return self._path(key).read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as err:
+            raise ArtifactError(f"{key}: could not be read: {err}") from err
 
 
 def open_store(settings: ArtifactSettings) -> ArtifactStore:

@@ -86,3 +86,12 @@ class S3ArtifactStore:
         if digest != ref.sha256:
             raise ArtifactError(f"{ref.uri}: content changed (sha256 {digest}, expected {ref.sha256})")
         return data
+
+    def find(self, key: str) -> bytes | None:
+        try:
+            data: bytes = self._client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                return None
+            raise
+        return data

@@ -1,11 +1,11 @@
 """GPU-queue activities with the in-process engines: check a matting pipeline, and matte a frame slot's candidates.
 
-Matting runs on this worker's threads (one per activity slot) while the activity heartbeats, so Temporal can
-cancel a matting activity and notices a lost GPU box within the heartbeat timeout. A ``matte_slot`` activity takes
-one GPU turn for all its candidates (:func:`matting.matte_slot`): at most ``capacity`` slots are on the GPU at once,
-and the worker takes up to ``prefetch`` more while the GPU is full (:mod:`.slots`). Within a turn the candidates run
-``batch`` at a time (:class:`~gpu_activity_worker.batching.Lanes`), so a batchable step serves them in one forward
-pass and a step that cannot batch takes them one after another.
+Matting runs on this worker's threads (one per activity slot) while the activity heartbeats every second, so
+Temporal can cancel a matting activity and notices a lost GPU box within the heartbeat timeout. A ``matte_slot``
+activity takes one GPU turn for all its candidates (:func:`matting.matte_slot`): at most ``capacity`` slots are on
+the GPU at once, and the worker takes up to ``prefetch`` more while the GPU is full (:mod:`.slots`). Within a turn
+the candidates run ``batch`` at a time (:class:`~gpu_activity_worker.batching.Lanes`), so a batchable step serves
+them in one forward pass and a step that cannot batch takes them one after another.
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ from workflows.contract import (
 )
 
 T = TypeVar("T")
-HEARTBEAT_EVERY_S = 5.0
 log = logging.getLogger(__name__)
 
 
@@ -109,7 +108,8 @@ class MattingActivities:
         self._finisher = _started_pool(capacity, "matting-store")
 
     async def _in_thread(self, work: Callable[[], T], turn: _GpuTurn | None = None) -> T:
-        """Run blocking ``work`` on this worker's threads, heartbeating until it returns.
+        """Run blocking ``work`` on this worker's threads (the worker's :class:`~core.heartbeats.KeepBeating`
+        heartbeats meanwhile).
 
         Failures become ApplicationErrors typed by :func:`matting.failure_type`. A slot that has not had its GPU
         ``turn`` yet gives it up when the activity is cancelled, and when the worker starts shutting down: it then
@@ -120,17 +120,12 @@ class MattingActivities:
         future = asyncio.wrap_future(job)
         shutdown = asyncio.ensure_future(activity.wait_for_worker_shutdown()) if turn else None
         try:
-            while True:
-                pending: list[asyncio.Future[Any]] = [future]
-                if shutdown is not None and not shutdown.done():
-                    pending.append(shutdown)
-                done, _ = await asyncio.wait(pending, timeout=HEARTBEAT_EVERY_S, return_when=asyncio.FIRST_COMPLETED)
-                if future in done:
-                    return future.result()
-                if done and turn is not None:
+            if shutdown is not None and turn is not None:
+                pending: list[asyncio.Future[Any]] = [future, shutdown]
+                await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                if not future.done():
                     self.gate.cancel(turn.cancelled)
-                elif not done:
-                    activity.heartbeat()
+            return await future
         except asyncio.CancelledError:
             if turn is not None:
                 self.gate.cancel(turn.cancelled)

@@ -4,6 +4,10 @@ Read each source from the artifact store, run the named pipeline, store the RGBA
 score it for the auto-pick. :func:`matte` does one candidate (a RunPod job); :func:`matte_slot` every candidate of a
 frame slot in one turn on the GPU (the GPU worker's ``matte_slot`` activity). Errors are sorted into those that a
 retry can fix and those it cannot (:func:`failure_type`), so every entry point reports them alike.
+
+A slot records each finished candidate's result beside its cut-out (``<output key>.result.json``). A retried slot
+(its worker was lost, or the server was away when it finished and timed it out) takes those results back instead of
+matting them again: a finished frame is never redone.
 """
 
 from __future__ import annotations
@@ -11,11 +15,13 @@ from __future__ import annotations
 import contextlib
 import io
 import time
+from concurrent import futures
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
+from pydantic import BaseModel, ValidationError
 
 from core.artifacts import ArtifactError, ArtifactStore
 from gpu_activity_worker.batching import Lanes
@@ -32,6 +38,16 @@ from workflows.contract import (
     MatteSlotOutput,
     PipelineDescription,
 )
+
+RECORD_SUFFIX = ".result.json"
+
+
+class _Record(BaseModel):
+    """A finished candidate's result as its slot recorded it (``elapsed_ms`` 0, so the record's bytes are the same
+    on every run)."""
+
+    source_sha256: str
+    output: MatteFrameOutput
 
 
 def failure_type(err: BaseException) -> FailureType:
@@ -131,14 +147,16 @@ def matte_slot(
         verdict = _own_failure(err)
         return MatteSlotOutput(results=[verdict] * len(candidates))
     for candidate in candidates:
-        _decode(candidate, store)
+        _reuse(candidate, store)
+        if candidate.result is None:
+            _decode(candidate, store)
     decoded = [candidate for candidate in candidates if candidate.result is None]
     finishing: dict[int, Future[MatteFrameOutput]] = {}
 
     def run(candidate: _Candidate) -> MatteResult:
         cutout = _run(pipeline, candidate)
         if finisher is not None:
-            finishing[id(candidate)] = finisher.submit(_stored, candidate.request, cutout, store, candidate.busy_s)
+            finishing[id(candidate)] = finisher.submit(_finish, candidate.request, cutout, store, candidate.busy_s)
         return cutout
 
     try:
@@ -157,14 +175,14 @@ def matte_slot(
                 output = (
                     finished.result()
                     if finished is not None
-                    else _stored(candidate.request, candidate.cutout, store, candidate.busy_s)
+                    else _finish(candidate.request, candidate.cutout, store, candidate.busy_s)
                 )
                 candidate.result = MatteCandidateResult(output=output)
             assert candidate.result is not None  # every candidate is failed or matted by now
             results.append(candidate.result)
     finally:
-        for finished in finishing.values():  # a failure left these behind: let them end, their result unused
-            finished.cancel()
+        # A failure left these behind: let them end, so the retry takes their recorded results back.
+        futures.wait(finishing.values())
     return MatteSlotOutput(results=results)
 
 
@@ -174,6 +192,37 @@ def _own_failure(err: Exception) -> MatteCandidateResult:
     if kind.retryable:
         raise err
     return MatteCandidateResult(failure=kind, error=str(err))
+
+
+def _record_key(request: MatteFrameInput) -> str:
+    return request.output_key + RECORD_SUFFIX
+
+
+def _reuse(candidate: _Candidate, store: ArtifactStore) -> None:
+    """Take the result an earlier attempt recorded for this candidate: same pipeline, same source, its cut-out
+    intact. Anything else (no record, unreadable, stale, the cut-out gone) leaves the candidate to be matted."""
+    started = time.perf_counter()
+    request = candidate.request
+    try:
+        data = store.find(_record_key(request))
+        if data is None:
+            return
+        record = _Record.model_validate_json(data)
+        if record.output.pipeline != request.pipeline or record.source_sha256 != request.source.sha256:
+            return
+        store.get(record.output.matte)
+    except (ArtifactError, ValidationError):
+        return
+    elapsed_ms = (time.perf_counter() - started) * 1000
+    candidate.result = MatteCandidateResult(output=record.output.model_copy(update={"elapsed_ms": elapsed_ms}))
+
+
+def _finish(request: MatteFrameInput, cutout: MatteResult, store: ArtifactStore, busy_s: float) -> MatteFrameOutput:
+    """Store and score a slot's cut-out (:func:`_stored`), then record its result for a retry (:func:`_reuse`)."""
+    output = _stored(request, cutout, store, busy_s)
+    record = _Record(source_sha256=request.source.sha256, output=output.model_copy(update={"elapsed_ms": 0.0}))
+    store.put(_record_key(request), record.model_dump_json().encode(), "application/json")
+    return output
 
 
 def _decode(candidate: _Candidate, store: ArtifactStore) -> None:

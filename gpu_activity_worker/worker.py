@@ -8,7 +8,8 @@ from temporalio.client import Client
 from temporalio.worker import FixedSizeSlotSupplier, PollerBehaviorSimpleMaximum, Worker, WorkerTuner
 
 from core.artifacts import ArtifactStore, open_store
-from core.connection import connect
+from core.connection import connect_worker
+from core.heartbeats import KeepBeating
 from core.observability import configure_logging, temporal_runtime
 from core.serve import serve_until_signalled
 from core.settings import ArtifactSettings, ObservabilitySettings, TemporalSettings
@@ -16,7 +17,7 @@ from gpu_activity_worker.activities import MattingActivities
 from gpu_activity_worker.engines import StepRegistry, builtin_steps
 from gpu_activity_worker.pipeline import Pipelines
 from gpu_activity_worker.settings import GpuWorkerSettings
-from workflows.contract import GPU_TASK_QUEUE
+from workflows.contract import GPU_TASK_QUEUE, HEARTBEAT_INTERVAL
 
 
 def build_gpu_worker(
@@ -57,6 +58,9 @@ def build_gpu_worker(
         ),
         # One open poll per activity slot: one that frees up takes the next frame slot at once, not after a poller.
         activity_task_poller_behavior=PollerBehaviorSimpleMaximum(maximum=matting.slot_supplier.max_slots),
+        interceptors=[KeepBeating()],
+        max_heartbeat_throttle_interval=HEARTBEAT_INTERVAL,
+        default_heartbeat_throttle_interval=HEARTBEAT_INTERVAL,
         graceful_shutdown_timeout=timedelta(seconds=60),
     )
     return worker, matting
@@ -65,7 +69,7 @@ def build_gpu_worker(
 async def main() -> None:
     observability = ObservabilitySettings()
     configure_logging(observability.log_level)
-    client = await connect(TemporalSettings(), temporal_runtime(observability.metrics_bind))
+    client = await connect_worker(TemporalSettings(), temporal_runtime(observability.metrics_bind))
     worker, matting = build_gpu_worker(client, GpuWorkerSettings(), open_store(ArtifactSettings()))
     try:
         await serve_until_signalled(worker)

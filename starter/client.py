@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 import uuid
@@ -22,7 +23,6 @@ from datetime import datetime
 from typing import TypeVar
 from urllib.parse import quote
 
-from activities.uploads import UploadError, check_upload
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -34,6 +34,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.exceptions import FailureError
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.uploads import UploadError, check_upload
 from core.artifacts import ArtifactStore, open_store
 from core.connection import connect
 from core.settings import ArtifactSettings, TemporalSettings
@@ -71,6 +72,8 @@ from workflows.emoji_set import EmojiSetWorkflow
 from workflows.export_set import ExportSetWorkflow
 
 T = TypeVar("T")
+UPDATE_ATTEMPTS = 5
+"""How often an update the server dropped unseen (:func:`_workflow_not_ready`) is sent."""
 
 
 class EmojiSetError(Exception):
@@ -87,10 +90,6 @@ class MessageRejected(EmojiSetError):
 
 class SetClosed(MessageRejected):
     """The set has ended (completed, cancelled, expired): it takes no more messages."""
-
-
-class ApprovalRefused(EmojiSetError):
-    """Approval was refused because some emoji or frames are not usable yet."""
 
 
 class UploadRefused(EmojiSetError):
@@ -231,20 +230,23 @@ class EmojiSetClient:
         return None
 
     async def approve(self, set_id: str, *, reviewer: str = "") -> None:
-        """Approve the set for assembly.
+        """Approve the set for assembly; it is assembled once the regenerations under way are done.
 
         Raises:
-            ApprovalRefused: a frame has no usable candidate (the workflow would refuse it too).
+            MessageRejected: a frame has no usable candidate, an emoji is not animated yet, or the set is being
+                approved or cancelled already (the message says which).
+            SetClosed: the set has ended.
         """
-        state = await self.state(set_id)
-        unusable = state.unusable()
-        if state.phase is Phase.AWAITING_REVIEW and unusable:
-            raise ApprovalRefused(f"not usable yet: {', '.join(unusable)}; regenerate them with a custom prompt first")
-        await self._call(self._handle(set_id).signal(EmojiSetWorkflow.approve, ApproveInput(reviewer=reviewer)))
+        await self._update_call(set_id, "approve", ApproveInput(reviewer=reviewer), type(None))
 
     async def cancel(self, set_id: str, *, reason: str = "") -> None:
-        """Stop the set; it ends as cancelled with nothing assembled."""
-        await self._call(self._handle(set_id).signal(EmojiSetWorkflow.cancel, CancelInput(reason=reason)))
+        """Stop the set; it ends as cancelled with nothing assembled.
+
+        Raises:
+            MessageRejected: too late: the set is being assembled (approved), or is being cancelled already.
+            SetClosed: the set has ended.
+        """
+        await self._update_call(set_id, "cancel", CancelInput(reason=reason), type(None))
 
     async def result(self, set_id: str) -> EmojiSetResult:
         """Wait for the set to end and return its result (references to every exported file)."""
@@ -327,7 +329,23 @@ class EmojiSetClient:
 
     async def _update_call(self, set_id: str, name: str, request: object, result_type: type[T]) -> T:
         handle = self._handle(set_id)
-        return await self._update(handle.execute_update(name, request, result_type=result_type))
+        try:
+            attempt = 1
+            while True:
+                try:
+                    return await self._update(handle.execute_update(name, request, result_type=result_type))
+                except RPCError as err:
+                    if attempt == UPDATE_ATTEMPTS or not _workflow_not_ready(err):
+                        raise
+                await asyncio.sleep(0.1 * 2**attempt)
+                attempt += 1
+        except SetClosed as closed:
+            description = await self._call(handle.describe())
+            status = description.status.name.lower() if description.status else "closed"
+            phase = description.typed_search_attributes.get(sa.PHASE) or status
+            raise SetClosed(
+                f"the set has ended ({phase}): it takes no more picks, regenerations or decisions"
+            ) from closed.__cause__
 
     async def _update(self, call: Awaitable[T]) -> T:
         try:
@@ -336,6 +354,14 @@ class EmojiSetClient:
             cause = err.cause
             message = cause.message if isinstance(cause, FailureError) else str(cause)
             raise MessageRejected(message) from err
+
+
+def _workflow_not_ready(err: RPCError) -> bool:
+    """The server dropped the update with the workflow task that carried it (a task that also ended the set while
+    new events came in fails as ``UnhandledCommand``): it was never accepted, so sending it again is safe."""
+    return err.status is RPCStatusCode.FAILED_PRECONDITION and any(
+        detail.type_url.endswith("WorkflowNotReadyFailure") for detail in err.grpc_status.details
+    )
 
 
 def new_set_id(prompt: str) -> str:

@@ -22,6 +22,16 @@ GPU_TASK_QUEUE = "emoji-gpu"
 WORKFLOW_TYPE = "EmojiSet"
 EXPORT_WORKFLOW_TYPE = "ExportSet"
 
+HEARTBEAT_INTERVAL = timedelta(seconds=1)
+"""How often a running activity heartbeats, and the workers' heartbeat throttle: every beat reaches the server, so
+the time since the last one is never more than about a second when a worker is lost."""
+HEARTBEAT_TIMEOUT = timedelta(seconds=6)
+"""Every activity's heartbeat timeout: a lost worker's activity is retried this long after its last beat. Six beats
+are missed first, so a busy event loop is not mistaken for a lost worker."""
+STICKY_WORKFLOW_TIMEOUT = timedelta(seconds=3)
+"""How long a set's next workflow task waits for the worker that has the set cached before any worker takes it (and
+replays the history): a lost orchestration worker costs this, not the SDK's default 10 s."""
+
 MAX_ACTIONS = 24
 """The original product's cap, and its catalogue's size."""
 MAX_FRAMES_PER_EMOJI = 48

@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import search_attributes as sa
     from workflows.contract import (
         GPU_TASK_QUEUE,
+        HEARTBEAT_TIMEOUT,
         MAX_CANDIDATES_PER_FRAME_TOTAL,
         MAX_CANDIDATES_PER_SET,
         MAX_TAKES_PER_ACTION_TOTAL,
@@ -377,15 +378,32 @@ class EmojiSetWorkflow:
         count = request.candidates or self._state.input.start_frame_candidates
         self._require_room(action, count, per_slot=count, frame=frame)
 
-    @workflow.signal(description='Assemble the set with the current picks: {"reviewer": "ana"}.')
+    @workflow.update(description='Assemble the set with the current picks: {"reviewer": "ana"}.')
     def approve(self, approval: ApproveInput) -> None:
-        """Assemble the set with the current picks (refused while an emoji or frame is not usable)."""
+        """Assemble the set with the current picks, once the regenerations under way are done."""
         self._approval = approval
 
-    @workflow.signal(description='Stop the set, nothing is assembled: {"reason": "..."}.')
+    @approve.validator
+    def _validate_approve(self, approval: ApproveInput) -> None:
+        self._require_open("approvals")
+        unusable = self._state.unusable()
+        if unusable:
+            raise ValueError(f"not usable yet: {', '.join(unusable)}; regenerate them with a custom prompt first")
+
+    @workflow.update(description='Stop the set, nothing is assembled: {"reason": "..."}.')
     def cancel(self, cancellation: CancelInput) -> None:
-        """Stop the set; nothing is assembled."""
+        """Stop the set and everything it is making; nothing is assembled."""
         self._cancellation = cancellation
+
+    @cancel.validator
+    def _validate_cancel(self, cancellation: CancelInput) -> None:
+        state = self._state
+        if state.phase is Phase.ASSEMBLING:
+            raise ValueError(f"too late to cancel: the set was approved by {state.approved_by} and is being assembled")
+        if state.phase in CLOSED_PHASES:
+            raise ValueError(f"the set is {state.phase.value}: there is nothing to cancel")
+        if self._cancellation is not None:
+            raise ValueError("the set is being cancelled already")
 
     # --- Production ----------------------------------------------------------------------------------------------
 
@@ -421,6 +439,7 @@ class EmojiSetWorkflow:
                     task_queue=GPU_TASK_QUEUE,
                     result_type=PipelineDescription,
                     start_to_close_timeout=timedelta(minutes=10),
+                    heartbeat_timeout=HEARTBEAT_TIMEOUT,
                     retry_policy=STEP_RETRY,
                     summary=f"check matting pipeline {input.matting_pipeline}",
                 ),
@@ -428,6 +447,7 @@ class EmojiSetWorkflow:
                     ActivityName.CHECK_GENERATOR,
                     CheckGeneratorInput(generator=input.generator),
                     start_to_close_timeout=timedelta(minutes=1),
+                    heartbeat_timeout=HEARTBEAT_TIMEOUT,
                     retry_policy=STEP_RETRY,
                     summary=f"check generator {input.generator}",
                 ),
@@ -436,6 +456,7 @@ class EmojiSetWorkflow:
                     CheckExportsInput(targets=input.export_targets, emojis=len(self._state.actions)),
                     result_type=list[str],
                     start_to_close_timeout=timedelta(minutes=1),
+                    heartbeat_timeout=HEARTBEAT_TIMEOUT,
                     retry_policy=STEP_RETRY,
                     summary=f"check export targets {', '.join(input.export_targets)}",
                 ),
@@ -460,6 +481,7 @@ class EmojiSetWorkflow:
                     PrepareUploadInput(set_id=state.set_id, upload=input.character_image, size=input.image_size),
                     result_type=ArtifactRef,
                     start_to_close_timeout=timedelta(minutes=2),
+                    heartbeat_timeout=HEARTBEAT_TIMEOUT,
                     retry_policy=STEP_RETRY,
                     summary="clean the uploaded character",
                 )
@@ -481,7 +503,7 @@ class EmojiSetWorkflow:
                     ),
                     result_type=GeneratedImages,
                     start_to_close_timeout=timedelta(minutes=10),
-                    heartbeat_timeout=timedelta(minutes=2),
+                    heartbeat_timeout=HEARTBEAT_TIMEOUT,
                     retry_policy=GENERATE_RETRY,
                     summary=f"generate {input.character_candidates} character candidates",
                 )
@@ -529,7 +551,7 @@ class EmojiSetWorkflow:
                 ),
                 result_type=GeneratedImages,
                 start_to_close_timeout=timedelta(minutes=10),
-                heartbeat_timeout=timedelta(minutes=2),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=GENERATE_RETRY,
                 summary=f"start frames {first}-{first + count - 1} for {action.name}",
             )
@@ -583,7 +605,7 @@ class EmojiSetWorkflow:
                 ),
                 result_type=ClipOutput,
                 start_to_close_timeout=timedelta(minutes=30),
-                heartbeat_timeout=timedelta(minutes=2),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=GENERATE_RETRY,
                 summary=f"clip of {action.name} take {take.index}",
             )
@@ -602,6 +624,7 @@ class EmojiSetWorkflow:
                 ),
                 result_type=ExtractFramesOutput,
                 start_to_close_timeout=timedelta(minutes=5),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=STEP_RETRY,
                 summary=f"frames of {action.name} take {take.index}",
             )
@@ -665,7 +688,7 @@ class EmojiSetWorkflow:
                 ),
                 result_type=GeneratedImages,
                 start_to_close_timeout=timedelta(minutes=10),
-                heartbeat_timeout=timedelta(minutes=2),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=GENERATE_RETRY,
                 summary=f"edit {action.name} frame {frame.index}: candidates {first}-{first + count - 1}",
             )
@@ -705,7 +728,7 @@ class EmojiSetWorkflow:
                     task_queue=GPU_TASK_QUEUE,
                     result_type=MatteSlotOutput,
                     start_to_close_timeout=timedelta(minutes=10),
-                    heartbeat_timeout=timedelta(minutes=1),
+                    heartbeat_timeout=HEARTBEAT_TIMEOUT,
                     retry_policy=MATTE_RETRY,
                     summary=f"matte {action.name} frame {frame.index}: {len(candidates)} candidates",
                 )
@@ -728,37 +751,34 @@ class EmojiSetWorkflow:
     # --- Review --------------------------------------------------------------------------------------------------
 
     async def _review(self) -> Phase:
-        """Wait for a decision on the finished frames; returns ASSEMBLING or CANCELLED (raises _Expired)."""
+        """Wait for a decision on the finished frames; returns ASSEMBLING once the regenerations under way are done
+        (CANCELLED is the caller's; raises _Expired). A long review continues as new, its state carried over."""
         state = self._state
         self._set_phase(Phase.AWAITING_REVIEW)
         automatic = state.input.review.final is StagePolicy.AUTO
-        while True:
-            await self._wait_for_person(
-                lambda: (
-                    (self._busy == 0 and (self._approval is not None or (automatic and not state.unusable())))
-                    or workflow.info().is_continue_as_new_suggested()
-                ),
-                on_deadline=self._approve_on_deadline,
-                what="review",
+
+        def decided() -> bool:
+            return (
+                self._approval is not None
+                or state.approved_by is not None  # by the deadline
+                or (automatic and self._busy == 0 and not state.unusable())
             )
-            if automatic and self._approval is None and self._busy == 0 and not state.unusable():
-                state.approved_by, state.notice = "auto", None
-                return Phase.ASSEMBLING
-            if self._approval is not None:
-                approval, self._approval = self._approval, None
-                unusable = state.unusable()
-                if not unusable:
-                    state.approved_by, state.notice = approval.reviewer or "reviewer", None
-                    return Phase.ASSEMBLING
-                state.notice = f"approval refused: not usable yet: {', '.join(unusable)}"
-                workflow.logger.warning(state.notice)
-                self._publish()
-                continue
-            if state.approved_by is not None:  # the deadline approved it
-                return Phase.ASSEMBLING
+
+        await self._wait_for_person(
+            lambda: decided() or workflow.info().is_continue_as_new_suggested(),
+            on_deadline=self._approve_on_deadline,
+            what="review",
+        )
+        if not decided():
             await workflow.wait_condition(lambda: workflow.all_handlers_finished() and self._busy == 0)
-            state.runs += 1
-            workflow.continue_as_new(args=[state.input, state])
+            if not decided():
+                state.runs += 1
+                workflow.continue_as_new(args=[state.input, state])
+        await workflow.wait_condition(lambda: self._busy == 0)
+        if state.approved_by is None:
+            state.approved_by = (self._approval.reviewer or "reviewer") if self._approval else "auto"
+        state.notice = None
+        return Phase.ASSEMBLING
 
     def _approve_on_deadline(self) -> None:
         unusable = self._state.unusable()
@@ -795,6 +815,7 @@ class EmojiSetWorkflow:
             ContactSheetInput(set_id=state.set_id, title=_title(state), rows=rows),
             result_type=ArtifactRef,
             start_to_close_timeout=timedelta(minutes=5),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=STEP_RETRY,
             summary="assemble contact sheet",
         )
@@ -804,6 +825,7 @@ class EmojiSetWorkflow:
                 AssembleEmojiInput(set_id=state.set_id, pose=name, frames=frames, frame_duration_ms=durations[name]),
                 result_type=EmojiOutput,
                 start_to_close_timeout=timedelta(minutes=5),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
                 retry_policy=STEP_RETRY,
                 summary=f"assemble {name}",
             )

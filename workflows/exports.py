@@ -16,6 +16,7 @@ from temporalio.exceptions import ActivityError, CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from workflows.contract import (
+        HEARTBEAT_TIMEOUT,
         NON_RETRYABLE_FAILURES,
         ActivityName,
         EmojiFramesRef,
@@ -44,6 +45,7 @@ async def _export(set_id: str, target: ExportTarget, emojis: list[EmojiFramesRef
             ExportPackageInput(set_id=set_id, target=target, emojis=emojis),
             result_type=PackageOutput,
             start_to_close_timeout=timedelta(minutes=10),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=EXPORT_RETRY,
             summary=f"export {target.value} package",
         )

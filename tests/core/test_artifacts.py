@@ -9,7 +9,7 @@ import pytest
 
 from core.artifacts import ArtifactError, FileArtifactStore, ForeignArtifact, open_store
 from core.settings import ArtifactSettings
-from workflows.contract import ArtifactRef
+from workflows.contract import ArtifactRef, FailureType
 from workflows.keys import candidate_key, key_segment
 
 
@@ -38,6 +38,12 @@ def test_changed_or_missing_content_is_detected(tmp_path: Path) -> None:
     (tmp_path / "k.png").unlink()
     with pytest.raises(ArtifactError, match="missing"):
         store.get(ref)
+
+
+def test_changed_or_missing_content_is_retryable_a_foreign_reference_is_not() -> None:
+    # A store shared by several machines may show a fresh write late; a reference outside it never becomes readable.
+    assert ArtifactError.failure_type is FailureType.ARTIFACT_ERROR and FailureType.ARTIFACT_ERROR.retryable
+    assert ForeignArtifact.failure_type is FailureType.FOREIGN_ARTIFACT and not FailureType.FOREIGN_ARTIFACT.retryable
 
 
 def test_keys_cannot_escape_the_root(tmp_path: Path) -> None:
@@ -87,3 +93,32 @@ def test_a_reference_outside_the_root_is_refused_whatever_its_sha256(tmp_path: P
         with pytest.raises(ForeignArtifact, match=r"not read|reads only"):
             store.get(ref)
     assert not ForeignArtifact.failure_type.retryable and issubclass(ForeignArtifact, ArtifactError)
+
+
+def test_a_write_that_fails_says_so_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    store = FileArtifactStore(tmp_path)
+    (tmp_path / "set" / "a.png").mkdir(parents=True)  # the path is taken
+
+    with pytest.raises(ArtifactError, match=r"set/a\.png: could not be stored"):
+        store.put("set/a.png", b"png", "image/png")
+
+    assert [p.name for p in (tmp_path / "set").iterdir()] == ["a.png"], "no temporary file left"
+
+
+def test_a_crashed_writers_temporary_file_goes_with_the_next_write_of_its_key(tmp_path: Path) -> None:
+    store = FileArtifactStore(tmp_path)
+    store.put("set/b.png", b"other key", "image/png")
+    (tmp_path / "set" / ".a.png.k3j2h1g0.partial").write_bytes(b"half a pn")  # killed mid-write
+    (tmp_path / "set" / ".b.png.k3j2h1g0.partial").write_bytes(b"half a pn")
+
+    store.put("set/a.png", b"png", "image/png")
+
+    assert sorted(p.name for p in (tmp_path / "set").iterdir()) == [".b.png.k3j2h1g0.partial", "a.png", "b.png"]
+
+
+def test_find_reads_a_key_or_says_none(tmp_path: Path) -> None:
+    store = FileArtifactStore(tmp_path)
+    store.put("set/record.json", b"{}", "application/json")
+
+    assert store.find("set/record.json") == b"{}"
+    assert store.find("set/none.json") is None

@@ -47,6 +47,14 @@ def test_same_key_overwrites(s3_endpoint: str) -> None:
     assert store.get(second) == b"second"
 
 
+def test_find_reads_a_key_or_says_none(s3_endpoint: str) -> None:
+    store = store_for(s3_endpoint)
+    store.put("sets/a/record.json", b"{}", "application/json")
+
+    assert store.find("sets/a/record.json") == b"{}"
+    assert store.find("sets/a/none.json") is None
+
+
 def test_a_reader_on_another_machine_reads_the_same_reference(s3_endpoint: str) -> None:
     writer, reader = store_for(s3_endpoint), store_for(s3_endpoint)
     ref = writer.put("shared.png", b"shared", "image/png")

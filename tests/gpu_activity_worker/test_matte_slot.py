@@ -254,7 +254,32 @@ async def test_a_failure_a_retry_may_fix_fails_the_whole_slot(store: FileArtifac
         await ActivityEnvironment().run(matting.matte_slot, request)
 
     assert (raised.value.type, raised.value.non_retryable) == ("MattingError", False)
-    assert not list(store.root.glob("slot-*/*-matte.png")), "nothing stored: the retry redoes the slot"
+    [slot] = store.root.glob("slot-*")
+    finished = ["0-matte.png", "0-matte.png.result.json"]
+    assert sorted(path.name for path in slot.glob("*-matte*")) == finished, "the retry takes back what was finished"
+
+
+async def test_a_retried_slot_takes_back_what_an_earlier_attempt_recorded_instead_of_matting_again(
+    store: FileArtifactStore, held: HeldStep
+) -> None:
+    request = _slot(store, [_flat(1), _flat(2)], "held")
+    held.release.release(3)
+    with _gpu(store, _steps_with(held=held)) as matting:
+        first = await ActivityEnvironment().run(matting.matte_slot, request)
+        # The next attempt (its worker was lost, or the server timed the first out while it was away) finds both.
+        again = await ActivityEnvironment().run(matting.matte_slot, request)
+        assert held.entered == [1, 2], "no image went to the GPU twice"
+        # A record whose cut-out is gone is not taken; nor one of another pipeline.
+        (store.root / request.output_keys[0]).unlink()
+        await ActivityEnvironment().run(matting.matte_slot, request)
+        classical = request.model_copy(update={"pipeline": "classical"})
+        other = await ActivityEnvironment().run(matting.matte_slot, classical)
+
+    assert held.entered == [1, 2, 1]
+    for before, after in zip(first.results, again.results, strict=True):
+        assert before.output is not None and after.output is not None
+        assert (after.output.matte, after.output.score) == (before.output.matte, before.output.score)
+    assert all(result.output is not None and result.output.pipeline == "classical" for result in other.results)
 
 
 # --- One GPU turn per slot -------------------------------------------------------------------------------------------

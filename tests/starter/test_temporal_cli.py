@@ -78,17 +78,7 @@ async def test_the_temporal_cli_drives_a_set(dev_server: WorkflowEnvironment, st
     picked = await update(address, set_id, "pick_candidate", {"emoji": "wave", "frame": 1, "candidate": 1})
     assert picked["pick"] == 1 and picked["picked_by"] == "human"
 
-    await temporal(
-        address,
-        "workflow",
-        "signal",
-        "--workflow-id",
-        set_id,
-        "--name",
-        "approve",
-        "--input",
-        json.dumps({"reviewer": "cli"}),
-    )
+    assert await update(address, set_id, "approve", {"reviewer": "cli"}) is None
     answer = await temporal(address, "workflow", "result", "--workflow-id", set_id)
 
     assert answer["status"] == "COMPLETED"

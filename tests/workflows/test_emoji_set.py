@@ -16,9 +16,10 @@ from temporalio.api.common.v1 import Payload
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.common import RawValue
 
-from starter.client import ApprovalRefused, MessageRejected, SetClosed, UploadRefused
+from starter.client import MessageRejected, SetClosed, UploadRefused
 from testkit.generator_standins import RefusesClip, RefusesStartFrame, ThrottledOnce
 from testkit.stack import Stack, wait_for_phase
+from workflows import keys
 from workflows.contract import (
     ORCHESTRATION_TASK_QUEUE,
     WORKFLOW_TYPE,
@@ -295,11 +296,8 @@ async def test_a_failed_clip_waits_for_a_custom_motion_prompt_then_completes(sta
     heart = state.actions[1]
     assert heart.stage is ActionStage.WAITING_FOR_PROMPT and "DataInspectionFailed" in (heart.error or "")
     assert state.actions[0].stage is ActionStage.READY and "custom_prompt" in state.awaiting()
-    with pytest.raises(ApprovalRefused, match="heart"):
+    with pytest.raises(MessageRejected, match="not usable yet: heart; regenerate them with a custom prompt"):
         await stack.sets.approve(set_id)
-    await stack.client.get_workflow_handle(set_id).signal("approve", {"reviewer": "eve"})
-    state = await wait_until(stack, set_id, lambda s: s.notice is not None)
-    assert state.notice == "approval refused: not usable yet: heart"
 
     await stack.sets.regenerate_action(
         RegenerateActionInput(emoji="heart", motion_prompt="the heart beats gently"), set_id=set_id
@@ -346,9 +344,13 @@ async def test_bad_messages_are_rejected_and_the_set_stays_healthy(stack: Stack,
     with pytest.raises(WorkflowUpdateFailedError) as rejected:
         await handle.execute_update("regenerate_frame", {"emoji": "wave", "frame": 0, "prompt": ""})
     assert "at least 1 character" in str(rejected.value.cause)
-    # A malformed signal is dropped; the set stays healthy and completes.
-    await handle.signal("approve", RawValue(Payload(metadata={"encoding": b"json/plain"}, data=b"{not json")))
-    await handle.signal("approve", {"reviewer": ["not", "a", "name"]})
+    # A malformed approval is rejected; the set stays healthy and completes.
+    for malformed in (
+        RawValue(Payload(metadata={"encoding": b"json/plain"}, data=b"{not json")),
+        {"reviewer": ["not", "a", "name"]},
+    ):
+        with pytest.raises(WorkflowUpdateFailedError):
+            await handle.execute_update("approve", malformed)
     await stack.sets.approve(set_id)
     assert (await stack.sets.result(set_id)).status == "completed"
 
@@ -379,6 +381,23 @@ async def test_cancel_during_review(stack: Stack, set_id: str) -> None:
     assert result.emojis == [] and (await stack.sets.state(set_id)).phase is Phase.CANCELLED
     with pytest.raises(SetClosed, match="the set has ended"):
         await stack.sets.pick(PickCandidateInput(emoji="wave", frame=0, candidate=0), set_id=set_id)
+
+
+async def test_a_cancel_during_assembly_is_refused_as_too_late(stack: Stack, set_id: str) -> None:
+    await start_and_review(stack, set_id, actions=["wave"])
+    # A directory where the contact sheet goes: its writes fail (retried) until the test removes it.
+    blocker = stack.store.root / keys.export_key(set_id, "contact-sheet.png")
+    blocker.mkdir(parents=True)
+    await stack.sets.approve(set_id, reviewer="ana")
+    await wait_for_phase(stack.sets, set_id, Phase.ASSEMBLING)
+
+    with pytest.raises(MessageRejected, match="too late to cancel: the set was approved by ana and is being assembled"):
+        await stack.sets.cancel(set_id)
+    blocker.rmdir()
+
+    assert (await stack.sets.result(set_id)).status == "completed"
+    with pytest.raises(SetClosed, match=r"the set has ended \(completed\)"):
+        await stack.sets.cancel(set_id)
 
 
 async def test_cancel_while_animating_stops_at_once(stack: Stack, set_id: str) -> None:

@@ -93,6 +93,8 @@ def test_activities_are_named_and_called_through_the_vocabulary() -> None:
                     assert vocabulary_member(keyword.value, ActivityName), f"{where}:{call.lineno}: name by hand"
                     named += 1
         for call in calls(tree, "execute_activity"):
+            if not (isinstance(call.func, ast.Attribute) and ast.unparse(call.func.value) == "workflow"):
+                continue  # an interceptor passing an activity on
             assert vocabulary_member(call.args[0], ActivityName), f"{where}:{call.lineno}: activity by hand"
             called += 1
     assert named >= len(ActivityName) and called == len(ActivityName), "the scan finds the definitions and calls"
