@@ -336,7 +336,7 @@ def approve(set_id: SetId, reviewer: Annotated[str, typer.Option()] = "") -> Non
 
     async def go() -> None:
         await (await _client()).approve(set_id, reviewer=reviewer)
-        console.print(f"approval sent for {set_id}")
+        console.print(f"{set_id} approved: it is assembled once the regenerations under way are done")
 
     _run(go())
 
@@ -347,7 +347,7 @@ def cancel(set_id: SetId, reason: Annotated[str, typer.Option()] = "") -> None:
 
     async def go() -> None:
         await (await _client()).cancel(set_id, reason=reason)
-        console.print(f"cancellation sent for {set_id}")
+        console.print(f"{set_id} cancelled")
 
     _run(go())
 
@@ -473,14 +473,24 @@ def dev_status() -> None:
 
 @models_app.command("list")
 def models_list() -> None:
-    """List the weight sets the engines know, with licence and whether they are in the model folder."""
+    """List the weight sets the engines know, with licence, whether they are in the model folder, and whether the
+    catalogue pins their files by sha256 (unpinned ones are loaded unverified)."""
     model_dir = GpuWorkerSettings().model_dir
-    table = Table("name", "engine", "licence", "present", "source")
+    table = Table("name", "engine", "licence", "present", "sha256", "source")
+    table.columns[0].no_wrap = True  # the name `models fetch` takes: never cut short
     for weights in weights_catalogue.CATALOGUE.values():
         source = weights.source
         where = source.url if isinstance(source, weights_catalogue.UrlFile) else f"{source.repo_id}@{source.revision}"
         present = "yes" if weights_catalogue.is_present(model_dir, weights) else "no"
-        table.add_row(weights.name, weights.engine, weights.licence, present, where)
+        pinned = weights_catalogue.pin_status(weights)
+        table.add_row(
+            weights.name,
+            weights.engine,
+            weights.licence,
+            present,
+            "pinned" if pinned == "sha256" else f"[red]{pinned}[/red]",
+            where,
+        )
     console.print(table)
     console.print(f"model folder: {model_dir}")
 

@@ -1,27 +1,46 @@
-"""The weights folder: offline-first lookups, and `popcon models fetch` against a real HTTP server on loopback."""
+"""The weights folder: offline-first lookups, verification against the catalogue's digests at fetch and at load, and
+`popcon models fetch` against a real HTTP server on loopback (and a stand-in Hub for snapshots)."""
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import http.server
+import os
 import re
 import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
-from gpu_activity_worker import weights
-from gpu_activity_worker.weights import CATALOGUE, FetchError, HubSnapshot, ModelWeights, UrlFile, WeightsMissingError
+from gpu_activity_worker import fetch_weights, weights
+from gpu_activity_worker.weights import (
+    CATALOGUE,
+    FetchError,
+    HubSnapshot,
+    ModelWeights,
+    UrlFile,
+    WeightsMismatchError,
+    WeightsMissingError,
+)
+from starter import cli
 from starter.cli import app
+from workflows.contract import NON_RETRYABLE_FAILURES, FailureType
 
 PAYLOAD = b"onnx-bytes" * 1000
+WEIGHTS = b"safetensors-bytes" * 1000
 
-UNPINNED = {"sam2.1-hiera-tiny", "sam2.1-hiera-small", "sam2.1-hiera-base-plus", "sam2.1-hiera-large"}
-"""URL weight sets without a checksum: Meta publishes none for the SAM 2.1 checkpoints (not in the sam2 repository's
-checkpoints/download_ckpts.sh, not in the sam2 package). Any other URL entry must carry one."""
+UNPINNED: frozenset[str] = frozenset()
+"""Weight sets with a weight file the catalogue has no sha256 for (none today: each was found in a public record)."""
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +72,7 @@ def catalogue_entry(monkeypatch: pytest.MonkeyPatch, file_server: str) -> ModelW
         "test-model",
         "rembg",
         "Apache-2.0",
-        UrlFile(f"{file_server}/model.onnx", "model.onnx", hashlib.sha256(PAYLOAD).hexdigest()),
+        UrlFile(f"{file_server}/model.onnx", "model.onnx", sha256(PAYLOAD), hashlib.md5(PAYLOAD).hexdigest()),
     )
     monkeypatch.setitem(CATALOGUE, entry.name, entry)
     return entry
@@ -82,9 +101,26 @@ def test_a_checksum_mismatch_leaves_nothing(
     monkeypatch.setitem(
         CATALOGUE, "test-model", ModelWeights("test-model", "rembg", "x", UrlFile(source.url, "model.onnx", "0" * 64))
     )
-    with pytest.raises(FetchError, match="does not match"):
+    with pytest.raises(FetchError, match="does not match") as caught:
         weights.fetch(tmp_path, "test-model")
+    assert f"sha256 expected {'0' * 64}, actual {sha256(PAYLOAD)}" in str(caught.value)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_existing_folder_survives_a_bad_download(
+    tmp_path: Path, catalogue_entry: ModelWeights, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = weights.fetch(tmp_path, catalogue_entry.name)
+    source = catalogue_entry.source
+    assert isinstance(source, UrlFile)
+    bad = UrlFile(source.url, "model.onnx", sha256(PAYLOAD), md5="0" * 32)  # the sha256 matches, the md5 does not
+    monkeypatch.setitem(CATALOGUE, "test-model", ModelWeights("test-model", "rembg", "x", bad))
+
+    with pytest.raises(FetchError, match=f"md5 expected {'0' * 32}, actual {hashlib.md5(PAYLOAD).hexdigest()}"):
+        weights.fetch(tmp_path, "test-model")
+
+    assert (folder / "model.onnx").read_bytes() == PAYLOAD
+    assert [p.name for p in tmp_path.iterdir()] == ["test-model"]
 
 
 def test_an_md5_pin_is_checked(tmp_path: Path, file_server: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -95,7 +131,7 @@ def test_an_md5_pin_is_checked(tmp_path: Path, file_server: str, monkeypatch: py
     monkeypatch.setitem(CATALOGUE, bad.name, bad)
 
     assert (weights.fetch(tmp_path, good.name) / "model.onnx").read_bytes() == PAYLOAD
-    with pytest.raises(FetchError, match=r"md5 [0-9a-f]{32} does not match"):
+    with pytest.raises(FetchError, match=r"does not match the catalogue: md5 expected 0{32}, actual [0-9a-f]{32}"):
         weights.fetch(tmp_path, bad.name)
     assert [p.name for p in tmp_path.iterdir()] == ["md5-model"], "the mismatch leaves nothing behind"
 
@@ -148,17 +184,228 @@ def _is_digest(value: str | None, algorithm: str, hex_digits: int) -> bool:
 
 def test_every_catalogue_entry_is_pinned() -> None:
     unpinned = set()
+    seen: dict[str, str] = {}
     for entry in CATALOGUE.values():
         source = entry.source
         if isinstance(source, HubSnapshot):
             assert re.fullmatch("[0-9a-f]{40}", source.revision), f"{entry.name} is pinned to a commit"
-            continue
-        assert source.url.startswith("https://"), entry.name
-        assert source.sha256 is None or _is_digest(source.sha256, "sha256", 64), f"{entry.name}: sha256"
-        assert source.md5 is None or _is_digest(source.md5, "md5", 32), f"{entry.name}: md5"
-        if source.sha256 is None and source.md5 is None:
-            unpinned.add(entry.name)
-    assert unpinned == UNPINNED, "every URL entry carries a checksum (and a pinned one leaves UNPINNED)"
+            assert source.sha256, f"{entry.name} lists its weight files"
+            for filename in source.sha256:
+                assert filename.endswith(weights.WEIGHT_SUFFIXES), f"{entry.name}: {filename} is a weight file"
+                assert any(fnmatch.fnmatch(filename, pattern) for pattern in source.allow_patterns), (
+                    f"{entry.name}: {filename} is fetched"
+                )
+        else:
+            assert source.url.startswith("https://"), entry.name
+            assert source.md5 is None or _is_digest(source.md5, "md5", 32), f"{entry.name}: md5"
+        for pin in weights.file_pins(entry):
+            assert pin.sha256 is None or _is_digest(pin.sha256, "sha256", 64), f"{entry.name}: {pin.filename}"
+            if pin.sha256 is None:
+                unpinned.add(entry.name)
+            else:
+                assert seen.setdefault(pin.sha256, entry.name) == entry.name, f"{entry.name}: a copied digest"
+    assert unpinned == UNPINNED, "every weight file carries its sha256 (and a pinned one leaves UNPINNED)"
+    assert {weights.pin_status(entry) for entry in CATALOGUE.values() if entry.name not in UNPINNED} == {"sha256"}
+
+
+# --- verification at load ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def snapshot_entry(monkeypatch: pytest.MonkeyPatch) -> ModelWeights:
+    """A Hub weight set pinning one weight file, as the BiRefNet and ViTMatte entries do."""
+    entry = ModelWeights(
+        "hub-model", "birefnet", "MIT", HubSnapshot("org/repo", "0" * 40, sha256={"model.safetensors": sha256(WEIGHTS)})
+    )
+    monkeypatch.setitem(CATALOGUE, entry.name, entry)
+    return entry
+
+
+def write_snapshot(folder: Path, payload: bytes = WEIGHTS) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text("{}")
+    (folder / "birefnet.py").write_text("# model code")
+    (folder / "model.safetensors").write_bytes(payload)
+    return folder
+
+
+def flip_a_byte(path: Path) -> None:
+    """Change one byte in place (same size), and move the mtime on so a test does not depend on clock granularity."""
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    stat = path.stat()
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+
+
+def test_good_digests_pass(tmp_path: Path, snapshot_entry: ModelWeights, catalogue_entry: ModelWeights) -> None:
+    write_snapshot(tmp_path / "hub-model")
+    (tmp_path / "test-model").mkdir()
+    (tmp_path / "test-model" / "model.onnx").write_bytes(PAYLOAD)
+
+    assert weights.require(tmp_path, "hub-model", must_contain="config.json") == tmp_path / "hub-model"
+    assert weights.require(tmp_path, "test-model", must_contain="model.onnx") == tmp_path / "test-model"
+
+
+def test_a_flipped_byte_is_refused_naming_file_and_digests(tmp_path: Path, snapshot_entry: ModelWeights) -> None:
+    folder = write_snapshot(tmp_path / "hub-model")
+    flip_a_byte(folder / "model.safetensors")
+    actual = sha256((folder / "model.safetensors").read_bytes())
+
+    with pytest.raises(WeightsMismatchError) as caught:
+        weights.require(tmp_path, "hub-model", must_contain="config.json")
+
+    message = str(caught.value)
+    assert str(folder / "model.safetensors") in message
+    assert f"sha256 expected {sha256(WEIGHTS)}, actual {actual}" in message
+    assert "run `popcon models fetch hub-model`" in message
+    assert isinstance(caught.value, WeightsMissingError), "the engines' existing handling applies"
+    assert caught.value.failure_type is FailureType.WEIGHTS_MISSING
+    assert caught.value.failure_type in NON_RETRYABLE_FAILURES and not caught.value.failure_type.retryable
+
+
+def test_a_damaged_url_file_is_refused(tmp_path: Path, catalogue_entry: ModelWeights) -> None:
+    (tmp_path / "test-model").mkdir()
+    (tmp_path / "test-model" / "model.onnx").write_bytes(PAYLOAD[:-1])  # truncated
+    with pytest.raises(WeightsMismatchError, match=r"model\.onnx does not match the catalogue: sha256 expected "):
+        weights.require(tmp_path, "test-model", must_contain="model.onnx")
+
+
+def test_a_listed_weight_file_that_is_missing_is_refused(tmp_path: Path, snapshot_entry: ModelWeights) -> None:
+    folder = write_snapshot(tmp_path / "hub-model")
+    (folder / "model.safetensors").unlink()
+    with pytest.raises(WeightsMissingError, match=r"lack model\.safetensors: run `popcon models fetch hub-model`"):
+        weights.require(tmp_path, "hub-model", must_contain="config.json")
+
+
+def test_a_weight_file_the_catalogue_does_not_pin_is_refused(tmp_path: Path, snapshot_entry: ModelWeights) -> None:
+    """transformers prefers model.safetensors to pytorch_model.bin: a stray weight file must not load unverified."""
+    folder = write_snapshot(tmp_path / "hub-model")
+    (folder / "pytorch_model.bin").write_bytes(b"pickle")
+    (folder / "notes.txt").write_text("not weights")
+    with pytest.raises(WeightsMismatchError, match=r"does not pin \(pytorch_model\.bin; it pins model\.safetensors\)"):
+        weights.require(tmp_path, "hub-model", must_contain="config.json")
+
+
+def test_a_folder_is_hashed_once_per_process_until_it_changes(
+    tmp_path: Path, snapshot_entry: ModelWeights, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hashed: list[str] = []
+    file_digest = hashlib.file_digest
+
+    def counting(stream: Any, algorithm: str) -> Any:
+        hashed.append(algorithm)
+        return file_digest(stream, algorithm)
+
+    monkeypatch.setattr(hashlib, "file_digest", counting)
+    folder = write_snapshot(tmp_path / "hub-model")
+
+    for _ in range(3):
+        weights.require(tmp_path, "hub-model", must_contain="config.json")
+    assert hashed == ["sha256"], "a good folder is hashed once"
+
+    flip_a_byte(folder / "model.safetensors")
+    for _ in range(3):
+        with pytest.raises(WeightsMismatchError):
+            weights.require(tmp_path, "hub-model", must_contain="config.json")
+    assert hashed == ["sha256"] * 2, "a changed file is hashed again, and a refused one once"
+
+    (folder / "model.safetensors").write_bytes(WEIGHTS)  # repaired (its ctime moves on)
+    os.utime(folder / "model.safetensors", ns=(0, 0))
+    weights.require(tmp_path, "hub-model", must_contain="config.json")
+    assert hashed == ["sha256"] * 3
+
+
+def test_unpinned_weights_load_but_are_listed_as_unpinned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    unpinned = ModelWeights("bare", "sam2", "x", UrlFile("https://example.org/bare.pt", "bare.pt"))
+    md5_only = ModelWeights("old", "rembg", "x", UrlFile("https://example.org/old.onnx", "old.onnx", md5="0" * 32))
+    no_list = ModelWeights("hub-bare", "vitmatte", "x", HubSnapshot("org/bare", "0" * 40))
+    for entry in (unpinned, md5_only, no_list):
+        monkeypatch.setitem(CATALOGUE, entry.name, entry)
+    (tmp_path / "bare").mkdir()
+    (tmp_path / "bare" / "bare.pt").write_bytes(b"anything")
+    write_snapshot(tmp_path / "hub-bare")
+
+    with caplog.at_level("WARNING", logger=weights.__name__):
+        assert weights.require(tmp_path, "bare", must_contain="bare.pt") == tmp_path / "bare"
+    assert "weights 'bare' are unpinned" in caplog.text
+    assert weights.require(tmp_path, "hub-bare", must_contain="config.json") == tmp_path / "hub-bare"
+
+    assert weights.pin_status(unpinned) == "UNPINNED: bare.pt"
+    assert weights.pin_status(md5_only) == "UNPINNED: old.onnx (md5 only)"
+    assert weights.pin_status(no_list) == "UNPINNED: *"
+    listed = fetch_weights.catalogue_lines()
+    assert "bare\tsam2\tUNPINNED: bare.pt" in listed and "rembg-u2net\trembg\tsha256" in listed
+    monkeypatch.setenv("POPCON_MODEL_DIR", str(tmp_path))
+    monkeypatch.setattr(cli, "console", Console(width=250))
+    table = CliRunner().invoke(app, ["models", "list"]).output
+    assert [line.split("│")[5].strip() for line in table.splitlines() if "│ bare " in line] == ["UNPINNED: bare.pt"]
+
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "old.onnx").write_bytes(b"anything")
+    with pytest.raises(
+        WeightsMismatchError, match=f"md5 expected {'0' * 32}, actual {hashlib.md5(b'anything').hexdigest()}"
+    ):
+        weights.require(tmp_path, "old", must_contain="old.onnx")
+
+
+def test_the_gpu_image_can_list_the_catalogue(capsys: pytest.CaptureFixture[str]) -> None:
+    assert fetch_weights.main(["--list"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == fetch_weights.catalogue_lines() and len(printed) == len(CATALOGUE)
+
+
+# --- Hub snapshots --------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def stand_in_hub(monkeypatch: pytest.MonkeyPatch) -> dict[str, bytes]:
+    """``huggingface_hub.snapshot_download`` replaced by one that writes these files (name -> bytes) to local_dir."""
+    huggingface_hub = pytest.importorskip("huggingface_hub")
+    files = {"config.json": b"{}", "birefnet.py": b"# code", "model.safetensors": WEIGHTS}
+
+    def snapshot_download(repo_id: str, *, revision: str, local_dir: Path, allow_patterns: list[str]) -> str:
+        for name, data in files.items():
+            if any(fnmatch.fnmatch(name, pattern) for pattern in allow_patterns):
+                (Path(local_dir) / name).write_bytes(data)
+        return str(local_dir)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    return files
+
+
+def test_a_snapshot_is_fetched_and_verified(
+    tmp_path: Path, snapshot_entry: ModelWeights, stand_in_hub: dict[str, bytes]
+) -> None:
+    folder = weights.fetch(tmp_path, "hub-model")
+
+    assert (folder / "model.safetensors").read_bytes() == WEIGHTS
+    assert weights.require(tmp_path, "hub-model", must_contain="config.json") == folder
+    assert [p.name for p in tmp_path.iterdir()] == ["hub-model"]
+
+
+def test_a_snapshot_with_a_bad_weight_file_leaves_nothing(
+    tmp_path: Path, snapshot_entry: ModelWeights, stand_in_hub: dict[str, bytes]
+) -> None:
+    stand_in_hub["model.safetensors"] = WEIGHTS[:-1] + b"X"
+    with pytest.raises(FetchError) as caught:
+        weights.fetch(tmp_path, "hub-model")
+    assert (
+        f"org/repo@{'0' * 40}: model.safetensors does not match the catalogue: sha256 expected {sha256(WEIGHTS)}, "
+        f"actual {sha256(stand_in_hub['model.safetensors'])}"
+    ) in str(caught.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_snapshot_without_its_weight_file_is_refused(
+    tmp_path: Path, snapshot_entry: ModelWeights, stand_in_hub: dict[str, bytes]
+) -> None:
+    del stand_in_hub["model.safetensors"]
+    with pytest.raises(FetchError, match=r"has no model\.safetensors, which the catalogue pins"):
+        weights.fetch(tmp_path, "hub-model")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_cli_lists_and_fetches(tmp_path: Path, catalogue_entry: ModelWeights, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -172,3 +419,4 @@ def test_cli_lists_and_fetches(tmp_path: Path, catalogue_entry: ModelWeights, mo
     assert "test-model:" in fetched.output and "unknown weights 'nope'" in fetched.output
     assert (tmp_path / "test-model" / "model.onnx").exists()
     assert "test-model" in listed.output and "birefnet-general" in listed.output
+    assert "sha256" in listed.output and "pinned" in listed.output and "UNPINNED" not in listed.output
