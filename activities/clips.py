@@ -6,6 +6,11 @@ faster than frames are resized): a first pass keeps only a 64x64 grey thumbnail 
 frame for the analysis, a second pass crops, resizes and encodes just the frames the slots use. No full frame is held
 longer than it takes to convert it, whatever the clip's resolution.
 
+What the container states is checked before anything is decoded (frame rate, length, frame count, frame size, the
+pixels all frames hold), and again while decoding, so a clip whose header lies is refused as soon as it does: no
+clip makes the worker allocate or decode more than a bounded amount. A clip whose frames end before its header's
+frame count (a download cut short, a damaged file) is refused too.
+
 Every frame is cut the same way: 2% off each edge (generated clips often carry black lines along their edges, the
 original product's fix), then the centred square, resized to the emoji's edge with Lanczos.
 """
@@ -28,11 +33,17 @@ EDGE_CROP = 0.02
 """Fraction cut off each edge before the centred square is taken."""
 MIN_EDGE = 64
 """The smallest frame side a clip may have, in pixels."""
+MAX_EDGE = 4096
+"""The longest frame side a clip may have, in pixels (image-to-video models make 480p to 1080p)."""
+MAX_FRAME_PIXELS = 4096 * 2160
+"""The most pixels one clip frame may have (4K)."""
 MIN_SIZE = 16
 """The smallest output edge :func:`extract_frames` makes, in pixels."""
 MIN_FPS, MAX_FPS = 1.0, 240.0
 MAX_SECONDS = 60.0
 MAX_FRAMES = 3000
+MAX_CLIP_PIXELS = MAX_FRAMES * 1920 * 1080
+"""The most pixels all of a clip's frames together may hold: 3000 frames of 1080p, 750 of 4K."""
 THUMBNAIL = 64
 """Edge of the grey thumbnails the loop and glitch analysis compare, in pixels."""
 LOOP_STARTS = Fraction(1, 5)
@@ -114,8 +125,10 @@ def extract_frames(data: bytes, *, frames: int, neighbours: int, size: int) -> E
         size: Edge of the square output frames, in pixels (at least :data:`MIN_SIZE`).
 
     Raises:
-        ClipError: The clip is empty, not a video, has no video stream, cannot be decoded, has fewer frames than
-            ``frames``, frames under :data:`MIN_EDGE` px, or an absurd frame rate, length or frame count.
+        ClipError: The clip is empty, not a video, has no video stream, cannot be decoded, is truncated (fewer
+            frames decode than its header states), has fewer frames than ``frames``, frames under :data:`MIN_EDGE`
+            or over :data:`MAX_EDGE` px a side or :data:`MAX_FRAME_PIXELS` pixels, or an absurd frame rate, length,
+            frame count or number of pixels in all (:data:`MAX_CLIP_PIXELS`).
         ValueError: ``frames``, ``neighbours`` or ``size`` out of range (a caller's mistake, not the clip's).
     """
     if frames < 1 or neighbours < 0 or size < MIN_SIZE:
@@ -301,12 +314,20 @@ def _analyse(data: bytes, size: int) -> tuple[np.ndarray, np.ndarray, float]:
     """First pass: (N x THUMBNAIL x THUMBNAIL uint8 grey thumbnails, N sharpness figures, fps) of every frame."""
     thumbnails = []
     sharpness = []
+    pixels_decoded = 0
     with _open(data) as container:
         stream = container.streams.video[0]
         fps = _frame_rate(container, stream)
+        stated = stream.frames
         for index, frame in enumerate(_decode(container, stream)):
             if index == MAX_FRAMES:
                 raise ClipError(f"the clip has more than {MAX_FRAMES} frames; at most {MAX_FRAMES} are accepted")
+            pixels_decoded += frame.shape[0] * frame.shape[1]
+            if pixels_decoded > MAX_CLIP_PIXELS:
+                raise ClipError(
+                    f"the clip's frames hold more than {MAX_CLIP_PIXELS:,} pixels (after {index + 1} frames of "
+                    f"{frame.shape[1]}x{frame.shape[0]} px); at most {MAX_CLIP_PIXELS:,} are decoded"
+                )
             grey = _square(frame).convert("L").resize((size, size), Image.Resampling.BOX)
             pixels = np.asarray(grey, np.float32)
             laplacian = (
@@ -314,6 +335,10 @@ def _analyse(data: bytes, size: int) -> tuple[np.ndarray, np.ndarray, float]:
             )
             sharpness.append(float(np.abs(laplacian).mean()))
             thumbnails.append(np.asarray(grey.resize((THUMBNAIL, THUMBNAIL), Image.Resampling.BOX)))
+    if len(thumbnails) < stated:
+        raise ClipError(
+            f"the clip is truncated or damaged: its header states {stated} frames, only {len(thumbnails)} decode"
+        )
     if len(thumbnails) / fps > MAX_SECONDS:
         raise ClipError(
             f"the clip lasts {len(thumbnails) / fps:.1f} s ({len(thumbnails)} frames at {fps:g} fps); "
@@ -357,7 +382,8 @@ def _open(data: bytes) -> av.container.InputContainer:
 
 
 def _frame_rate(container: av.container.InputContainer, stream: av.VideoStream) -> float:
-    """The stream's frame rate, after checking the rate, the stated length and frame count are not absurd."""
+    """The stream's frame rate, after checking the rate, the stated length, frame count, frame size and pixels in
+    all are not absurd (nothing is decoded yet)."""
     rate = stream.average_rate or stream.guessed_rate
     if rate is None:
         raise ClipError("the clip states no frame rate")
@@ -370,19 +396,35 @@ def _frame_rate(container: av.container.InputContainer, stream: av.VideoStream) 
         )
     if stream.frames > MAX_FRAMES:
         raise ClipError(f"the clip has {stream.frames} frames; at most {MAX_FRAMES} are accepted")
+    width, height = stream.codec_context.width, stream.codec_context.height
+    if width and height:
+        _check_size(width, height)
+        if stream.frames * width * height > MAX_CLIP_PIXELS:
+            raise ClipError(
+                f"the clip has {stream.frames} frames of {width}x{height} px ({stream.frames * width * height:,} "
+                f"pixels); at most {MAX_CLIP_PIXELS:,} are decoded"
+            )
     return fps
 
 
+def _check_size(width: int, height: int) -> None:
+    """Refuse a frame size outside :data:`MIN_EDGE` to :data:`MAX_EDGE` px a side or over :data:`MAX_FRAME_PIXELS`."""
+    if min(width, height) < MIN_EDGE:
+        raise ClipError(f"the clip's frames are {width}x{height} px; a clip needs at least {MIN_EDGE} px on each side")
+    if max(width, height) > MAX_EDGE or width * height > MAX_FRAME_PIXELS:
+        raise ClipError(
+            f"the clip's frames are {width}x{height} px; a clip may have at most {MAX_EDGE} px a side and "
+            f"{MAX_FRAME_PIXELS:,} pixels a frame"
+        )
+
+
 def _decode(container: av.container.InputContainer, stream: av.VideoStream) -> Iterator[np.ndarray]:
-    """The stream's frames in order as HxWx3 uint8 RGB, each checked to be at least :data:`MIN_EDGE` px a side."""
+    """The stream's frames in order as HxWx3 uint8 RGB, each checked for its size (:func:`_check_size`: a stream may
+    change its size midway)."""
     reformatter = VideoReformatter()  # one for all frames: it keeps FFmpeg's conversion context between them
     try:
         for frame in container.decode(stream):
-            if min(frame.width, frame.height) < MIN_EDGE:
-                raise ClipError(
-                    f"the clip's frames are {frame.width}x{frame.height} px; a clip needs at least {MIN_EDGE} px "
-                    "on each side"
-                )
+            _check_size(frame.width, frame.height)
             yield reformatter.reformat(frame, format="rgb24").to_ndarray()
     except av.FFmpegError as exc:
         raise ClipError(f"the clip cannot be decoded: {exc}") from exc

@@ -4,8 +4,11 @@ returns them, optionally with blurred or glitched frames and black lines along t
 from __future__ import annotations
 
 import io
+import struct
+import tempfile
 from collections.abc import Sequence
 from fractions import Fraction
+from pathlib import Path
 
 import av
 import numpy as np
@@ -16,7 +19,9 @@ DISC_COLOUR = np.array([230, 90, 30], np.float32)
 BAR_COLOUR = np.array([40, 70, 200], np.float32)
 
 
-def encode_mp4(frames: Sequence[np.ndarray], fps: float, *, crf: int = 18, container: str = "mp4") -> bytes:
+def encode_mp4(
+    frames: Sequence[np.ndarray], fps: float, *, crf: int = 18, container: str = "mp4", faststart: bool = False
+) -> bytes:
     """An H.264 clip (libx264, yuv420p) of ``frames``, no audio: an MP4 unless ``container`` says otherwise.
 
     Args:
@@ -25,10 +30,29 @@ def encode_mp4(frames: Sequence[np.ndarray], fps: float, *, crf: int = 18, conta
         crf: libx264 constant quality (0 lossless, 51 worst).
         container: FFmpeg's muxer, e.g. ``matroska`` (states no frame count) or ``h264`` (a raw stream: no length,
             and a frame rate FFmpeg guesses).
+        faststart: An MP4 with its index (``moov``) before the frames, as streamed files are: cut short, it still
+            opens and its first frames decode.
     """
-    height, width = frames[0].shape[:2]
+    if faststart:
+        with tempfile.TemporaryDirectory() as folder:  # the muxer moves the index by reading the file back
+            path = Path(folder) / "clip.mp4"
+            _encode(str(path), frames, fps, crf, container, {"movflags": "faststart"})
+            return path.read_bytes()
     buffer = io.BytesIO()
-    with av.open(buffer, "w", format=container) as output:
+    _encode(buffer, frames, fps, crf, container, {})
+    return buffer.getvalue()
+
+
+def _encode(
+    target: io.BytesIO | str,
+    frames: Sequence[np.ndarray],
+    fps: float,
+    crf: int,
+    container: str,
+    options: dict[str, str],
+) -> None:
+    height, width = frames[0].shape[:2]
+    with av.open(target, "w", format=container, options=options) as output:
         stream = output.add_stream("libx264", rate=Fraction(fps).limit_denominator(1000))
         stream.width, stream.height = width, height
         stream.pix_fmt = "yuv420p"
@@ -38,7 +62,15 @@ def encode_mp4(frames: Sequence[np.ndarray], fps: float, *, crf: int = 18, conta
             frame.pts = index
             output.mux(stream.encode(frame))
         output.mux(stream.encode(None))
-    return buffer.getvalue()
+
+
+def with_matroska_duration(data: bytes, seconds: float) -> bytes:
+    """A Matroska clip of :func:`encode_mp4` whose header states it lasts ``seconds`` (its frames unchanged): the
+    segment's 8-byte float ``Duration`` element (ID ``0x4489``, in the default 1 ms timecode scale) rewritten."""
+    at = data.find(b"\x44\x89\x88")
+    if at < 0:
+        raise ValueError("no 8-byte Duration element in this Matroska clip")
+    return data[: at + 3] + struct.pack(">d", seconds * 1000.0) + data[at + 11 :]
 
 
 def looping_frames(

@@ -16,9 +16,11 @@ Real HTTP servers on 127.0.0.1 (ephemeral ports) that answer like the documented
 
 Errors are ``{"code", "message", "request_id"}`` with the HTTP status. Every request is recorded (so tests count the
 submissions). Failures are scripted: :meth:`FakeDashScope.script_error` (e.g. refused or throttled submits, with
-headers such as ``Retry-After``), :meth:`FakeDashScope.script_not_json` (an HTML error page), and per task
+headers such as ``Retry-After``), :meth:`FakeDashScope.script_not_json` (an HTML error page, or any other body that is
+not JSON), :meth:`FakeDashScope.script_answer` (JSON without the fields the docs promise), and per task
 :meth:`FakeDashScope.script_task` with a :class:`TaskScript` (ends FAILED, never finishes, results expired, downloads
-cut short: the full ``Content-Length`` is announced and half the body sent).
+cut short: the full ``Content-Length`` is announced and half the body sent, succeeds without result URLs, results
+that are not images or videos).
 """
 
 from __future__ import annotations
@@ -129,6 +131,8 @@ class TaskScript:
         expired: Its result URLs answer like an expired OSS signature (403, ``0002-00000069``).
         cut_short: This many downloads of its results send half the body under the full ``Content-Length``.
         image_failures: Image index within the task -> the ``(code, message)`` given instead of its URL.
+        no_results: The task ends SUCCEEDED without ``output.results`` or ``output.video_url``.
+        garbled_results: Its result URLs serve an HTML page (200, ``text/html``) instead of the PNG or MP4.
     """
 
     failed: tuple[str, str] | None = None
@@ -136,6 +140,8 @@ class TaskScript:
     expired: bool = False
     cut_short: int = 0
     image_failures: dict[int, tuple[str, str]] = field(default_factory=dict)
+    no_results: bool = False
+    garbled_results: bool = False
 
 
 @dataclass
@@ -219,11 +225,28 @@ class FakeDashScope:
         with self._lock:
             self._answers[endpoint].extend([_error(status, code, message, headers)] * times)
 
-    def script_not_json(self, endpoint: Endpoint, *, status: int = 502, times: int = 1) -> None:
-        """Answer the next ``times`` requests to ``endpoint`` with an HTML page, as a gateway in front would."""
+    def script_not_json(
+        self,
+        endpoint: Endpoint,
+        *,
+        status: int = 502,
+        times: int = 1,
+        body: bytes | None = None,
+        content_type: str = "text/html",
+    ) -> None:
+        """Answer the next ``times`` requests to ``endpoint`` with an HTML page, as a gateway in front would (or with
+        ``body`` of ``content_type``)."""
         page = b"<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1></body></html>"
+        reply = Reply(status, {"Content-Type": content_type}, page if body is None else body)
         with self._lock:
-            self._answers[endpoint].extend([Reply(status, {"Content-Type": "text/html"}, page)] * times)
+            self._answers[endpoint].extend([reply] * times)
+
+    def script_answer(self, endpoint: Endpoint, payload: Any, *, status: int = 200, times: int = 1) -> None:
+        """Answer the next ``times`` requests to ``endpoint`` with ``payload`` as JSON, whatever its shape (e.g. an
+        answer without ``output``, an output without ``task_id`` or ``task_status``, a JSON array)."""
+        reply = Reply(status, {"Content-Type": "application/json"}, json.dumps(payload).encode())
+        with self._lock:
+            self._answers[endpoint].extend([reply] * times)
 
     def script_task(self, script: TaskScript) -> None:
         """Make the next submitted task misbehave as ``script`` says (scripts queue up, one per task)."""
@@ -314,6 +337,8 @@ class FakeDashScope:
             failed = {**output, "task_status": "FAILED", "code": code, "message": message}
             return _json(200, {"request_id": _request_id(), "output": failed})
         signature = "?Expires=1736337850&OSSAccessKeyId=fake&Signature=fake"
+        if task.script.no_results:
+            return _json(200, {"request_id": _request_id(), "output": {**output, "task_status": "SUCCEEDED"}})
         if task.kind == "video":
             url = f"{self.results_origin}{RESULTS_PREFIX}{task_id}/video.mp4{signature}"
             succeeded = {**output, "task_status": "SUCCEEDED", "orig_prompt": task.prompt, "video_url": url}
@@ -339,6 +364,9 @@ class FakeDashScope:
             return _oss_error(404, "NoSuchKey", "The specified key does not exist.")
         if task.script.expired:
             return _oss_error(403, "AccessDenied", "Request has expired.", ec="0002-00000069")
+        if task.script.garbled_results:
+            task.downloads += 1
+            return Reply(200, {"Content-Type": "text/html"}, b"<html><body><h1>Service Unavailable</h1></body></html>")
         if task.kind == "video" and file_name == "video.mp4":
             payload, media_type = clip_mp4(task.seed), "video/mp4"
         else:

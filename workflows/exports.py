@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, CancelledError, FailureError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from workflows.contract import (
@@ -22,9 +22,11 @@ with workflow.unsafe.imports_passed_through():
         EmojiFramesRef,
         ExportPackageInput,
         ExportTarget,
+        FailureType,
         PackageOutput,
     )
 
+KNOWN_FAILURES = frozenset(failure.value for failure in FailureType)
 EXPORT_RETRY = RetryPolicy(
     maximum_attempts=3, non_retryable_error_types=sorted(failure.value for failure in NON_RETRYABLE_FAILURES)
 )
@@ -56,8 +58,13 @@ async def _export(set_id: str, target: ExportTarget, emojis: list[EmojiFramesRef
 
 
 def failure_reason(err: FailureError) -> str:
-    """The innermost failure message of an activity error (the one a person can act on)."""
+    """The message a person can act on: the first failure of the vocabulary in the error's chain (a worker's own
+    words, not the library error it was raised from), else the innermost failure."""
     cause: BaseException = err
-    while isinstance(cause, FailureError) and cause.cause is not None:
+    while isinstance(cause, FailureError):
+        if isinstance(cause, ApplicationError) and cause.type in KNOWN_FAILURES:
+            return str(cause) or cause.type
+        if cause.cause is None:
+            break
         cause = cause.cause
     return str(cause) or type(cause).__name__

@@ -6,11 +6,18 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Callable
+from pathlib import Path
 
+import av
 import numpy as np
 import pytest
 from PIL import Image
+from temporalio.api.failure.v1 import Failure
+from temporalio.converter import DataConverter
+from temporalio.exceptions import ApplicationError, FailureError
+from temporalio.testing import ActivityEnvironment
 
+from activities import clips
 from activities.clips import (
     MAX_FRAMES,
     ClipError,
@@ -20,7 +27,18 @@ from activities.clips import (
     extract_frames,
     spread,
 )
-from testkit.clips import audio_only_mp4, encode_mp4, looping_clip, looping_frames, png_pixels
+from activities.production import ProductionActivities
+from core.artifacts import FileArtifactStore
+from testkit.clips import (
+    audio_only_mp4,
+    encode_mp4,
+    looping_clip,
+    looping_frames,
+    png_pixels,
+    with_matroska_duration,
+)
+from workflows.contract import ExtractFramesInput, FailureType
+from workflows.exports import failure_reason
 
 
 def extract(data: bytes, frames: int = 12, neighbours: int = 2, size: int = 128) -> Extraction:
@@ -37,9 +55,26 @@ def grey(frames: list[np.ndarray]) -> np.ndarray:
     return np.stack([frame.mean(axis=-1) for frame in frames])
 
 
-def flat_frames(count: int, edge: int = 64) -> list[np.ndarray]:
-    """Frames of one grey level each, cheap to encode in the thousands."""
-    return [np.full((edge, edge, 3), (index * 7) % 256, np.uint8) for index in range(count)]
+def flat_frames(count: int, edge: int = 64, width: int | None = None) -> list[np.ndarray]:
+    """Frames of one grey level each, cheap to encode in the thousands (``edge`` high, ``width`` or ``edge`` wide)."""
+    return [np.full((edge, width or edge, 3), (index * 7) % 256, np.uint8) for index in range(count)]
+
+
+def empty_mp4() -> bytes:
+    """An MP4 whose header was written for an H.264 stream that never got a frame."""
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="mp4") as output:
+        stream = output.add_stream("libx264", rate=24)
+        stream.width = stream.height = 64
+        stream.pix_fmt = "yuv420p"
+        output.start_encoding()
+    return buffer.getvalue()
+
+
+def damaged(data: bytes) -> bytes:
+    """``data`` with 4000 bytes of its frames (``mdat``) zeroed: more than the H.264 decoder can conceal."""
+    start = data.find(b"mdat") + 1000
+    return data[:start] + bytes(4000) + data[start + 4000 :]
 
 
 @pytest.fixture(scope="module")
@@ -193,8 +228,37 @@ def test_a_720p_clip_becomes_square_frames_of_the_size_asked() -> None:
         (lambda: encode_mp4(flat_frames(24), 0.5), "the clip runs at 0.5 fps"),
         (lambda: encode_mp4(flat_frames(62), 1), "the clip lasts 62.0 s; at most 60 s are accepted"),
         (lambda: encode_mp4(flat_frames(MAX_FRAMES + 1), 60), "the clip has 3001 frames; at most 3000 are accepted"),
+        (lambda: np.random.default_rng(0).bytes(50_000), "the clip is not a video FFmpeg can read (50000 bytes)"),
+        (empty_mp4, "the clip has no video stream (streams: none)"),
+        (lambda: damaged(looping_clip(48)), "the clip cannot be decoded: "),
+        (lambda: encode_mp4(flat_frames(24), 10_000), "the clip runs at 10000 fps; a clip must run at 1 to 240 fps"),
+        (
+            lambda: with_matroska_duration(encode_mp4(flat_frames(24), 24, container="matroska"), 3 * 3600),
+            "the clip lasts 10800.0 s; at most 60 s are accepted",
+        ),
+        (
+            lambda: encode_mp4(flat_frames(2, width=4160), 24),
+            "the clip's frames are 4160x64 px; a clip may have at most 4096 px a side and 8,847,360 pixels a frame",
+        ),
+        (lambda: encode_mp4(flat_frames(1, edge=3008), 24), "the clip's frames are 3008x3008 px; a clip may have"),
     ],
-    ids=["empty", "text", "audio-only", "tiny", "1000-fps", "half-fps", "62-s", "3001-frames"],
+    ids=[
+        "empty",
+        "text",
+        "audio-only",
+        "tiny",
+        "1000-fps",
+        "half-fps",
+        "62-s",
+        "3001-frames",
+        "random-bytes",
+        "no-frames",
+        "damaged-frames",
+        "10000-fps",
+        "3-hours-stated",
+        "too-wide",
+        "too-many-pixels",
+    ],
 )
 def test_a_clip_is_refused(clip: Callable[[], bytes], message: str) -> None:
     with pytest.raises(ClipError, match=re.escape(message)):
@@ -216,8 +280,51 @@ def test_a_picture_is_no_clip() -> None:
 
 def test_a_truncated_clip_is_refused() -> None:
     data = looping_clip(48)
-    with pytest.raises(ClipError):
+    with pytest.raises(ClipError, match="the clip is not a video FFmpeg can read"):  # its index was at the end
         extract(data[: len(data) // 2])
+
+
+@pytest.mark.parametrize("kept", [0.5, 0.8, 0.98])
+def test_a_streamable_clip_cut_short_is_refused_though_its_first_frames_decode(kept: float) -> None:
+    data = encode_mp4(looping_frames(48), 24, faststart=True)
+    assert data.find(b"moov") < data.find(b"mdat"), "the index comes first"
+    with pytest.raises(ClipError, match=r"the clip is truncated or damaged: its header states 48 frames, only \d+ "):
+        extract(data[: int(len(data) * kept)], frames=6)
+    assert extract(data, frames=6).source_frames == 48
+
+
+def test_the_pixels_of_all_frames_are_bounded_before_and_while_decoding(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(clips, "MAX_CLIP_PIXELS", 40 * 64 * 64)
+    with pytest.raises(ClipError, match=re.escape("the clip has 48 frames of 64x64 px (196,608 pixels); at most")):
+        extract(encode_mp4(flat_frames(48), 24))
+    # Matroska states no frame count: the pixels are counted while decoding.
+    with pytest.raises(ClipError, match=re.escape("the clip's frames hold more than 163,840 pixels (after 41 frames")):
+        extract(encode_mp4(flat_frames(48), 24, container="matroska"))
+
+
+def shown_to_people(error: ApplicationError) -> str:
+    """What the workflow records for an activity's failure (a take's error): its innermost cause, read back from the
+    failure Temporal carries (workflows.exports.failure_reason)."""
+    converter = DataConverter.default
+    failure = Failure()
+    converter.failure_converter.to_failure(error, converter.payload_converter, failure)
+    back = converter.failure_converter.from_failure(failure, converter.payload_converter)
+    assert isinstance(back, FailureError)
+    return failure_reason(back)
+
+
+async def test_the_activity_reports_a_bad_clip_as_invalid_clip_not_retryable(tmp_path: Path) -> None:
+    store = FileArtifactStore(tmp_path)
+    clip = store.put("sets/s/wave/take-0.mp4", b"<html>502 Bad Gateway</html>", "video/mp4")
+    request = ExtractFramesInput(set_id="s", action="wave", take=0, clip=clip, frames=4, neighbours=1, size=64)
+
+    with pytest.raises(ApplicationError) as refused:
+        await ActivityEnvironment().run(ProductionActivities(store).extract_frames, request)
+
+    assert refused.value.type == FailureType.INVALID_CLIP.value and refused.value.non_retryable
+    assert refused.value.message.startswith("wave take 0: the clip is not a video FFmpeg can read (28 bytes)")
+    shown = shown_to_people(refused.value)
+    assert shown.startswith("InvalidClip: wave take 0: the clip is not a video FFmpeg can read (28 bytes)")
 
 
 def test_a_stream_without_a_frame_count_is_counted_while_decoding() -> None:

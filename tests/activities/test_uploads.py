@@ -8,13 +8,21 @@ import re
 import struct
 import zlib
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image, ImageFile, ImageFilter
+from temporalio.api.failure.v1 import Failure
+from temporalio.converter import DataConverter
+from temporalio.exceptions import ApplicationError, FailureError
+from temporalio.testing import ActivityEnvironment
 
+from activities.production import ProductionActivities
 from activities.uploads import FORMATS, UploadError, UploadInfo, check_upload, clean_character
-from workflows.contract import MAX_UPLOAD_BYTES, UPLOAD_MEDIA_TYPES
+from core.artifacts import FileArtifactStore
+from workflows.contract import MAX_UPLOAD_BYTES, UPLOAD_MEDIA_TYPES, FailureType, PrepareUploadInput
+from workflows.exports import failure_reason
 
 ORANGE = (230, 120, 40)
 GREEN = (40, 160, 70)
@@ -134,6 +142,36 @@ def test_an_upload_is_refused(upload: Callable[[], bytes], message: str) -> None
         check_upload(data)
     with pytest.raises(UploadError, match=re.escape(message)):
         clean_character(data, SIZE)
+
+
+@pytest.mark.parametrize(
+    ("upload", "message"),
+    [
+        (lambda: b"%PDF-1.4 not a picture", "InvalidUpload: the upload is not a picture in an accepted format (PNG,"),
+        (lambda: noisy_jpeg()[:6000], "InvalidUpload: the picture is truncated or corrupt: image file is truncated"),
+        (lambda: png_header(30_000, 30_000), "InvalidUpload: the picture is too large to decode (a decompression"),
+    ],
+    ids=["not-a-picture", "truncated", "bomb"],
+)
+async def test_the_activity_reports_a_bad_upload_as_invalid_upload_with_its_own_message(
+    tmp_path: Path, upload: Callable[[], bytes], message: str
+) -> None:
+    """Not retryable; and what the set shows people (the failure's innermost cause) is the refusal, not Pillow's
+    error underneath it."""
+    store = FileArtifactStore(tmp_path)
+    request = PrepareUploadInput(set_id="s", upload=store.put("uploads/u", upload(), "image/png"), size=SIZE)
+
+    with pytest.raises(ApplicationError) as refused:
+        await ActivityEnvironment().run(ProductionActivities(store).prepare_upload, request)
+
+    assert refused.value.type == FailureType.INVALID_UPLOAD.value and refused.value.non_retryable
+    converter = DataConverter.default
+    failure = Failure()
+    converter.failure_converter.to_failure(refused.value, converter.payload_converter, failure)
+    back = converter.failure_converter.from_failure(failure, converter.payload_converter)
+    assert isinstance(back, FailureError)
+    shown = failure_reason(back)
+    assert shown.startswith(message)
 
 
 def test_a_blank_picture_has_no_character() -> None:

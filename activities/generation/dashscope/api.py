@@ -135,9 +135,11 @@ class TaskClient:
             body: The JSON body: ``model``, ``input``, ``parameters``.
 
         Raises:
-            GenerationRefused: No API key, or the service refused the request.
+            GenerationRefused: No API key, or the service refused the request (a 4xx answer but 408 and 429, in
+                JSON or not).
             GenerationThrottled: The service is rate-limiting.
-            GenerationError: Anything a retry may fix (server or network errors, an answer that is not JSON).
+            GenerationError: Anything a retry may fix (server or network errors, a 2xx or 5xx answer that is not JSON,
+                JSON without a task id).
         """
         answer = await self._call("POST", path, body)
         task_id = _output(answer).get("task_id")
@@ -154,8 +156,8 @@ class TaskClient:
             on_poll: Called after every poll (the caller heartbeats there).
 
         Raises:
-            GenerationError: The task did not end in time, or polling failed (a refused, throttled or failed poll as
-                for :meth:`submit`).
+            GenerationError: The task did not end in time, a poll answered without a ``task_status``, or polling
+                failed (a refused, throttled or failed poll as for :meth:`submit`).
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
@@ -164,6 +166,11 @@ class TaskClient:
             output = _output(await self._call("GET", f"/tasks/{task_id}"))
             on_poll()
             status = output.get("task_status")
+            if not isinstance(status, str) or not status:
+                # Not an end of the task: the task is kept, and the retry polls it again.
+                raise GenerationError(
+                    f"DashScope answered a poll of task {task_id} without a task_status: {str(output)[:300]}"
+                )
             if status not in IN_PROGRESS:
                 return output
             remaining = deadline - loop.time()
@@ -232,10 +239,15 @@ class TaskClient:
             if response.status_code == 429:
                 raise GenerationThrottled(f"DashScope {method} {path}: HTTP 429", retry_after_s=retry_after_s)
             content_type = response.headers.get("Content-Type", "no Content-Type")
-            raise GenerationError(
+            text = (
                 f"DashScope {method} {path} answered HTTP {response.status_code} with a body that is not a JSON "
                 f"object ({content_type}): {response.text[:200]!r}"
             )
+            # A 4xx page (a wrong base URL, a gateway refusing the request) answers the same request the same way,
+            # as a 4xx error in JSON does (see service_error); a 5xx or 2xx page may be a passing fault.
+            if 400 <= response.status_code < 500 and response.status_code != 408:
+                raise GenerationRefused(text)
+            raise GenerationError(text)
         if response.is_error or (answer.get("code") and "output" not in answer):
             raise service_error(
                 str(answer.get("code") or f"HTTP{response.status_code}"),

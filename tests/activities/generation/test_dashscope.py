@@ -29,6 +29,7 @@ from temporalio.common import RetryPolicy
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
+from activities.clips import ClipError, extract_frames
 from activities.generation.base import (
     GeneratedClip,
     GeneratedImage,
@@ -663,6 +664,126 @@ async def test_a_throttling_answer_that_is_not_json_is_still_throttling(
 
     with pytest.raises(GenerationThrottled):
         await call(generator, "character")
+
+
+@pytest.mark.parametrize("endpoint", ["submit", "task"])
+@pytest.mark.parametrize("status", [404, 403])
+async def test_a_4xx_page_that_is_not_json_is_refused(
+    fake: FakeDashScope, generator: DashScopeGenerator, endpoint: Literal["submit", "task"], status: int
+) -> None:
+    # A wrong base URL, or a gateway refusing the request: the same request is answered the same way.
+    fake.script_not_json(endpoint, status=status, body=b"<html><body><h1>Not allowed</h1></body></html>")
+
+    with pytest.raises(
+        GenerationRefused, match=rf"answered HTTP {status} with a body that is not a JSON object"
+    ) as caught:
+        await call(generator, "clip")
+
+    assert caught.value.failure_type is FailureType.GENERATION_REFUSED and not caught.value.failure_type.retryable
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [(b"OK", "text/plain"), (b"[]", "application/json"), (b'{"output": {"task_id": "x"', "application/json")],
+    ids=["plain-text", "json-array", "cut-json"],
+)
+async def test_a_2xx_answer_that_is_not_a_json_object_is_a_retryable_error(
+    fake: FakeDashScope, generator: DashScopeGenerator, body: bytes, content_type: str
+) -> None:
+    fake.script_not_json("submit", status=200, body=body, content_type=content_type)
+
+    with pytest.raises(GenerationError, match=r"answered HTTP 200 with a body that is not a JSON object") as caught:
+        await call(generator, "character")
+
+    assert type(caught.value) is GenerationError and caught.value.failure_type.retryable
+    assert fake.tasks == {}
+    await call(generator, "character")  # the retry goes through
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        ({"request_id": "r-1"}, "DashScope answered without an output: {'request_id': 'r-1'}"),
+        ({"output": {"task_status": "PENDING"}, "request_id": "r-2"}, "answered a submit to /services/aigc/"),
+        ({"output": {"task_id": ""}}, "without a task id"),
+    ],
+    ids=["no-output", "no-task-id", "empty-task-id"],
+)
+async def test_a_submit_answered_without_the_expected_fields_is_a_retryable_error(
+    fake: FakeDashScope, generator: DashScopeGenerator, payload: dict[str, Any], message: str
+) -> None:
+    fake.script_answer("submit", payload)
+
+    with pytest.raises(GenerationError, match=re.escape(message)) as caught:
+        await call(generator, "clip")
+
+    assert type(caught.value) is GenerationError and caught.value.failure_type.retryable
+
+
+async def test_a_poll_answered_without_a_task_status_keeps_the_task_for_the_retry(fake: FakeDashScope) -> None:
+    fake.script_answer("task", {"output": {"task_id": "whatever"}, "request_id": "r-3"})
+    async with aclosing(make_generator(fake.base_url)) as generator:
+        first = Attempt()
+        with pytest.raises(GenerationError, match=r"answered a poll of task \S+ without a task_status") as caught:
+            await first.run(generator, "clip")
+        assert type(caught.value) is GenerationError and caught.value.failure_type.retryable
+        (task_id,) = fake.tasks
+        assert first.heartbeats[-1] == {"role": "clip", "task_id": task_id}, "the paid task is not forgotten"
+
+        await Attempt(first).run(generator, "clip")
+
+    assert len(fake.submits()) == 1
+
+
+@pytest.mark.parametrize(
+    ("role", "message"),
+    [
+        ("clip", r"DashScope task \S+ succeeded without a video_url"),
+        ("character", r"made 0 of 2 image\(s\); candidate 0: NoResult: no image returned; candidate 1: NoResult"),
+    ],
+)
+async def test_a_task_that_succeeded_without_results_is_forgotten_and_retryable(
+    fake: FakeDashScope, role: Role, message: str
+) -> None:
+    fake.script_task(TaskScript(no_results=True))
+    async with aclosing(make_generator(fake.base_url)) as generator:
+        first = Attempt()
+        with pytest.raises(GenerationError, match=message) as caught:
+            await first.run(generator, role)
+        assert type(caught.value) is GenerationError and caught.value.failure_type.retryable
+        assert first.heartbeats[-1] == {"role": role}, "the next attempt submits a new task"
+
+        await Attempt(first).run(generator, role)
+
+    assert len(fake.submits()) == 2
+
+
+async def test_a_result_that_is_not_an_image_is_forgotten_and_retryable(fake: FakeDashScope) -> None:
+    fake.script_task(TaskScript(garbled_results=True))
+    async with aclosing(make_generator(fake.base_url)) as generator:
+        first = Attempt()
+        with pytest.raises(
+            GenerationError, match=r"DashScope returned image 0 of task \S+ that is not a readable"
+        ) as caught:
+            await first.run(generator, "character")
+        assert type(caught.value) is GenerationError and caught.value.failure_type.retryable
+        assert first.heartbeats[-1] == {"role": "character"}
+
+        await Attempt(first).run(generator, "character")
+
+    assert len(fake.submits()) == 2
+
+
+async def test_a_clip_that_is_not_a_video_is_refused_when_its_frames_are_extracted(
+    fake: FakeDashScope, generator: DashScopeGenerator
+) -> None:
+    fake.script_task(TaskScript(garbled_results=True))
+
+    clip = await call(generator, "clip")  # the generator stores what it got; extract_frames decodes it
+
+    assert isinstance(clip, GeneratedClip)
+    with pytest.raises(ClipError, match=r"the clip is not a video FFmpeg can read \(\d+ bytes\)"):
+        extract_frames(clip.data, frames=4, neighbours=1, size=64)
 
 
 async def test_a_task_still_running_at_the_timeout_is_resumed_by_the_retry(fake: FakeDashScope) -> None:
