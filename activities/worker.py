@@ -13,7 +13,7 @@ from activities.platform_exports import PlatformExportActivities
 from activities.production import ProductionActivities
 from activities.settings import OrchestrationSettings
 from core.artifacts import ArtifactStore, open_store
-from core.connection import connect_worker
+from core.connection import connect
 from core.heartbeats import KeepBeating
 from core.observability import configure_logging, temporal_runtime
 from core.serve import serve_until_signalled
@@ -67,7 +67,7 @@ def build_worker(
 async def main() -> None:
     observability = ObservabilitySettings()
     configure_logging(observability.log_level)
-    client = await connect_worker(TemporalSettings(), temporal_runtime(observability.metrics_bind))
+    client = await connect(TemporalSettings(), temporal_runtime(observability.metrics_bind))
     worker, production = build_worker(client, OrchestrationSettings(), open_store(ArtifactSettings()))
     try:
         await serve_until_signalled(worker)

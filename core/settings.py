@@ -30,11 +30,6 @@ class TemporalSettings(PopconSettings):
     temporal_address: str = "localhost:7233"
     temporal_namespace: str = "default"
     temporal_ui_url: str = Field(default="http://localhost:8233", description="Base URL of the Web UI, for links.")
-    worker_outage_tolerance_s: float = Field(
-        default=300.0,
-        ge=10,
-        description="How long a worker keeps retrying a call (a finished activity's result) while the server is away.",
-    )
 
 
 class ArtifactSettings(PopconSettings):

@@ -8,7 +8,7 @@ from temporalio.client import Client
 from temporalio.worker import FixedSizeSlotSupplier, PollerBehaviorSimpleMaximum, Worker, WorkerTuner
 
 from core.artifacts import ArtifactStore, open_store
-from core.connection import connect_worker
+from core.connection import connect
 from core.heartbeats import KeepBeating
 from core.observability import configure_logging, temporal_runtime
 from core.serve import serve_until_signalled
@@ -69,7 +69,7 @@ def build_gpu_worker(
 async def main() -> None:
     observability = ObservabilitySettings()
     configure_logging(observability.log_level)
-    client = await connect_worker(TemporalSettings(), temporal_runtime(observability.metrics_bind))
+    client = await connect(TemporalSettings(), temporal_runtime(observability.metrics_bind))
     worker, matting = build_gpu_worker(client, GpuWorkerSettings(), open_store(ArtifactSettings()))
     try:
         await serve_until_signalled(worker)
