@@ -1,17 +1,20 @@
 """Real emoji art with true alpha, from npm packages, for the matting benchmark.
 
-Two pinned packages give the ground truth:
+Four pinned packages give the ground truth:
 
 * ``openmoji`` 17.0.0 (CC BY-SA 4.0): flat line art with dark outlines. The package ships SVGs only, so each one is
   rendered with the system's librsvg (through ctypes: no extra Python package) at 618x618, the size of OpenMoji's
   own PNG exports, then resized to 256x256 in premultiplied space and stored as straight 8-bit RGBA.
-* ``@lobehub/fluent-emoji-anim-2`` 1.0.0 (MIT; Microsoft's Fluent Emoji, animated): shaded 3D-style art, animated
-  WebP at 256x256 with many frames.
+* ``@lobehub/fluent-emoji-anim-2``, ``-3`` and ``-4`` 1.0.0 (MIT, each; Microsoft's Fluent Emoji, animated, split
+  over three packages with no file in common): shaded 3D-style art, animated WebP at 256x256 with up to 73 frames.
 
 Tarballs come from the npm client (``npm pack``) and are checked against the pinned sha512 before anything is
 extracted. Everything lands in ``benchmarks/.cache/`` (git-ignored): the small openmoji tarball is kept, the large
-Fluent one is deleted once its sampled files are out. The samples are fixed by a seed, so every run and machine
-scores the same frames.
+Fluent ones are deleted once their sampled files are out (their listings and frame counts are kept). The samples are
+fixed by a seed, so every run and machine scores the same frames.
+
+The procedural generator's clips (:func:`procedural_clips`) add drawings whose alpha is exactly their coverage, as
+:func:`activities.generation.procedural.render_clip` returns them.
 """
 
 from __future__ import annotations
@@ -21,13 +24,20 @@ import ctypes
 import hashlib
 import io
 import json
+import re
 import subprocess
 import tarfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 from PIL import Image
+
+from activities.generation.procedural import render_clip, start_frame_images
+from workflows.contract import ActionSpec, ArtifactRef, CharacterRef, GenerateClipInput, GenerateStartFrameInput
+from workflows.presets import PRESETS
 
 CACHE = Path(__file__).resolve().parent / ".cache"
 SIZE = 256
@@ -70,6 +80,20 @@ FLUENT_ANIM = NpmPackage(
     "sha512-S6yzf0RZXrQbXdxCWuHA9BAoLdBRk2flX+ne4TPGEH/qApwisCAKHoAAGjKSlTY3OVeZ9b7t/NEbmpjawnQYJA==",
     keep_tarball=False,
 )
+FLUENT_ANIM_3 = NpmPackage(
+    "@lobehub/fluent-emoji-anim-3",
+    "1.0.0",
+    "sha512-UzRSUDMjdfdt9vER5bhjHkPqgc3EEgfGtYs6ndvizOTvQOxYQ57ow2RTkWSDZxwW30X4EYBi2eWTS7CXDDoFsg==",
+    keep_tarball=False,
+)
+FLUENT_ANIM_4 = NpmPackage(
+    "@lobehub/fluent-emoji-anim-4",
+    "1.0.0",
+    "sha512-IIkl5ztSd1HrzvIDt/uGsFoC1WODXRdYq5uROrnkyqi9DbToEcJ1nlY86PnoUXeFS9nBCnHfiYk3ouSEGThFmA==",
+    keep_tarball=False,
+)
+FLUENT_ANIMS = (FLUENT_ANIM, FLUENT_ANIM_3, FLUENT_ANIM_4)
+"""The three Fluent animated packages: one emoji set split in three, with no file in common (all MIT)."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +106,19 @@ class Clip:
     @property
     def animated(self) -> bool:
         return len(self.frames) > 1
+
+    def load(self) -> Clip:
+        """The clip itself (a :class:`ClipSource` that is loaded already)."""
+        return self
+
+
+class ClipSource(Protocol):
+    """A clip that is loaded (decoded, rendered) only when it is scored, so a large sample needs little memory."""
+
+    @property
+    def name(self) -> str: ...
+
+    def load(self) -> Clip: ...
 
 
 def _sha512_integrity(path: Path) -> str:
@@ -272,3 +309,158 @@ def fluent_animations(count: int = 6, frames: int = 24, seed: int = SEED) -> lis
                 decoded.append(np.asarray(frame))
         clips.append(Clip(f"fluent {Path(member).stem}", decoded))
     return clips
+
+
+SKIN_TONE = re.compile(r"-1f3f[b-f]")
+"""The Fitzpatrick modifiers in a Fluent file name: the five skin-tone variants of an emoji share its animation."""
+
+
+@dataclass(frozen=True)
+class FluentAnimation:
+    """One Fluent animated WebP of the sample, decoded by :meth:`load`: its first ``frames`` consecutive frames."""
+
+    package: NpmPackage
+    member: str
+    frames: int
+
+    @property
+    def name(self) -> str:
+        return f"anim-{self.package.name.rpartition('-')[2]} {Path(self.member).stem}"
+
+    def load(self) -> Clip:
+        return Clip(self.name, _decode_webp(self.package.folder / Path(self.member).name, self.frames))
+
+
+def _decode_webp(path: Path, frames: int) -> list[np.ndarray]:
+    """The first ``frames`` frames of an animated WebP as straight uint8 RGBA, :data:`SIZE` square."""
+    with Image.open(path) as animation:
+        decoded = []
+        for index in range(min(frames, getattr(animation, "n_frames", 1))):
+            animation.seek(index)
+            frame = animation.convert("RGBA")
+            if frame.size != (SIZE, SIZE):
+                frame = frame.resize((SIZE, SIZE), Image.Resampling.LANCZOS)
+            decoded.append(np.asarray(frame))
+    return decoded
+
+
+def _seeded_order(members: Sequence[str], seed: int, stream: int) -> list[str]:
+    """``members`` with skin-tone variants folded into one each, in a seeded order.
+
+    Each emoji's variants (:data:`SKIN_TONE`) count once, its variant picked by the seed; the emoji come in a seeded
+    permutation, so a smaller sample is the start of a larger one and a quick run scores a subset of the full run.
+    """
+    groups: dict[str, list[str]] = {}
+    for member in sorted(members):
+        groups.setdefault(SKIN_TONE.sub("", member), []).append(member)
+    rng = np.random.default_rng([seed, stream])
+    picks = [variants[int(rng.integers(len(variants)))] for _, variants in sorted(groups.items())]
+    return [picks[i] for i in rng.permutation(len(picks))]
+
+
+def fluent_sample(count: int = 210, frames: int = 8, seed: int = SEED) -> list[FluentAnimation]:
+    """A fixed, seeded sample of ``count`` Fluent animations spread evenly over the three packages.
+
+    Only WebPs with at least ``frames`` frames count (about a third of the files are stills), one per emoji (skin-tone
+    variants fold into one). The sampled files are extracted to the cache; the frames are decoded when each
+    animation is loaded.
+    """
+    sample: list[FluentAnimation] = []
+    for stream, package in enumerate(FLUENT_ANIMS):
+        share = count // len(FLUENT_ANIMS) + (stream < count % len(FLUENT_ANIMS))
+        counts = _frame_counts(package, "package/assets/")
+        members = _seeded_order([name for name, n in counts.items() if n >= frames], seed, stream)[:share]
+        _extract(package, members)
+        sample.extend(FluentAnimation(package, member, frames) for member in sorted(members))
+    return sample
+
+
+PROCEDURAL_CHARACTERS = (
+    "a round orange cat with a blue scarf",
+    "a pink bunny with a top hat, headphones and a scarf",
+    "a green frog with glasses",
+    "a white ghost with a red bow",
+    "a brown bear with a crown",
+    "a grey robot with headphones",
+    "a yellow chick with a flower",
+    "a purple dragon with sunglasses",
+)
+"""The procedural characters: colours from white (white on white) to dark, several kinds and accessories."""
+
+PROCEDURAL_SECONDS, PROCEDURAL_FPS = 1.0, 12
+"""Each procedural clip is one loop of its action in 12 frames."""
+
+
+@dataclass(frozen=True)
+class ProceduralClip:
+    """One clip of the procedural generator, rendered by :meth:`load` with its true alpha."""
+
+    prompt: str
+    action: str
+    candidate: int
+    take: int
+    seed: int
+
+    @property
+    def name(self) -> str:
+        character = self.prompt.removeprefix("a ").split(" with ")[0]
+        return f"procedural {character} {self.action} c{self.candidate}t{self.take}s{self.seed}"
+
+    def load(self) -> Clip:
+        """The clip's undamaged frames as straight uint8 RGBA, from :func:`render_clip`.
+
+        ``render_clip`` gives each frame over white (``clean``, uint8) and its true alpha; the premultiplied colour is
+        ``clean - 255 * (1 - alpha)``, exact to half a level, so the frame over white is ``clean`` again. The clip's
+        deliberate defects (``rgb``) are left out: the true alpha is that of the undamaged drawing.
+        """
+        ref = ArtifactRef(uri="memory://benchmark", sha256="0" * 64, size_bytes=1, media_type="image/png")
+        action = ActionSpec.of_preset(PRESETS[self.action])
+        character = CharacterRef(image=ref, prompt=self.prompt, candidate=self.candidate)
+        common = {"set_id": "benchmark", "action": action, "character": character, "generator": "procedural"}
+        start = start_frame_images(
+            GenerateStartFrameInput(
+                **common,
+                prompt=action.pose_prompt,
+                style="flat cartoon sticker",
+                first_candidate=self.candidate,
+                count=1,
+                size=SIZE,
+                seed=self.seed,
+            ),
+            b"",
+        )[0].data
+        request = GenerateClipInput(
+            **common,
+            start_frame=ref,
+            motion_prompt=action.motion_prompt,
+            take=self.take,
+            seconds=PROCEDURAL_SECONDS,
+            fps=PROCEDURAL_FPS,
+            size=SIZE,
+            seed=self.seed,
+        )
+        rendered = render_clip(request, start)
+        frames = []
+        for clean, alpha in zip(rendered.clean, rendered.alpha, strict=True):
+            premultiplied = clean.astype(np.float64) / 255 - (1 - alpha[..., None].astype(np.float64))
+            a = alpha[..., None].astype(np.float64)
+            straight = np.divide(premultiplied, a, out=np.ones_like(premultiplied), where=a > 0)
+            frames.append(np.rint(np.dstack([np.clip(straight, 0, 1), a]) * 255).astype(np.uint8))
+        return Clip(self.name, frames)
+
+
+def procedural_clips(count: int = 16, seed: int = SEED) -> list[ProceduralClip]:
+    """A fixed, seeded set of ``count`` procedural clips: each character in turn, each preset action in a seeded order,
+    and a seeded candidate, take and generator seed for each."""
+    rng = np.random.default_rng([seed, len(FLUENT_ANIMS)])
+    actions = [sorted(PRESETS)[i] for i in rng.permutation(len(PRESETS))]
+    return [
+        ProceduralClip(
+            prompt=PROCEDURAL_CHARACTERS[index % len(PROCEDURAL_CHARACTERS)],
+            action=actions[index % len(actions)],
+            candidate=int(rng.integers(4)),
+            take=int(rng.integers(3)),
+            seed=int(rng.integers(1000)),
+        )
+        for index in range(count)
+    ]

@@ -3,12 +3,18 @@
 Conventions follow Rhemann et al. 2009 and Deep Image Matting (Composition-1k): alphas are float arrays in [0, 1],
 scored over the **whole image** (there is no trimap here), with SAD, gradient and connectivity errors divided by 1000
 as usually reported. MSE is returned as is (not multiplied by 1e3).
+
+The aggregation helpers at the end (:class:`FrameScore`, :class:`ClipScore`, :func:`summarize`, :func:`summarize_by`,
+:func:`worst_clips`, :func:`check_goals`) turn per-frame scores into the benchmark's per-setting means, its worst
+clips and its goal checks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 from scipy import ndimage
@@ -107,7 +113,7 @@ def edge_band(truth: np.ndarray, width: int = HALO_BAND) -> np.ndarray:
     return ndimage.distance_transform_edt(~edge) <= width
 
 
-def halo_score(rgba: np.ndarray, true_rgba: np.ndarray) -> float:
+def halo_score(rgba: np.ndarray, true_rgba: np.ndarray, band: np.ndarray | None = None) -> float:
     """How much wrong colour shows at the edge of a cut-out, in 0..255 units (0 is perfect).
 
     Both cut-outs are composited over black and over white. For each, the score is the mean absolute difference of
@@ -119,14 +125,16 @@ def halo_score(rgba: np.ndarray, true_rgba: np.ndarray) -> float:
     Args:
         rgba: Straight RGBA, uint8 HxWx4 or float HxWx4 in [0, 1].
         true_rgba: The ground truth, in the same form.
+        band: :func:`edge_band` of the true alpha, if it is known already (it depends on the truth alone).
     """
-    predicted, truth = _unit(rgba), _unit(true_rgba)
-    band = edge_band(truth[..., 3])
+    if band is None:
+        band = edge_band(_unit(true_rgba)[..., 3])
+    predicted, truth = _unit(rgba[band]), _unit(true_rgba[band])  # the band's pixels only
     worst = 0.0
     for backdrop in (0.0, 1.0):
-        over_pred = predicted[..., :3] * predicted[..., 3:] + backdrop * (1 - predicted[..., 3:])
-        over_true = truth[..., :3] * truth[..., 3:] + backdrop * (1 - truth[..., 3:])
-        worst = max(worst, float(np.abs(over_pred - over_true)[band].mean()) * 255)
+        over_pred = predicted[:, :3] * predicted[:, 3:] + backdrop * (1 - predicted[:, 3:])
+        over_true = truth[:, :3] * truth[:, 3:] + backdrop * (1 - truth[:, 3:])
+        worst = max(worst, float(np.abs(over_pred - over_true).mean()) * 255)
     return worst
 
 
@@ -154,3 +162,177 @@ def alpha_metrics(alpha: np.ndarray, truth: np.ndarray) -> AlphaMetrics:
         connectivity=connectivity_error(alpha, truth),
         pixel_accuracy=pixel_accuracy(alpha, truth),
     )
+
+
+# --- aggregation --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FrameScore:
+    """One pipeline's scores on one frame (the gradient and connectivity errors only where they were measured)."""
+
+    sad: float
+    mse: float
+    pixel_accuracy: float
+    halo: float
+    ms: float
+    """CPU milliseconds of the pipeline's run."""
+    wall_ms: float
+    gradient: float | None = None
+    connectivity: float | None = None
+    failed: bool = False
+    """The pipeline refused the frame; it is scored as an empty cut-out."""
+
+
+@dataclass(frozen=True)
+class ClipScore:
+    """One pipeline's scores on every frame of one clip (a still or an animation) under one setting."""
+
+    name: str
+    frames: tuple[FrameScore, ...]
+    dtssd: float | None = None
+    """The clip's temporal flicker (:func:`dtssd`); None for a still."""
+
+    def mean(self, key: str) -> float:
+        """The mean of a :class:`FrameScore` field over the clip's frames (``dtssd``: the clip's own)."""
+        if key == "dtssd":
+            return math.nan if self.dtssd is None else self.dtssd
+        return float(np.mean([getattr(frame, key) for frame in self.frames]))
+
+    @property
+    def worst_frame(self) -> int:
+        """The index of the frame with the highest SAD (the first of equals)."""
+        return int(np.argmax([frame.sad for frame in self.frames]))
+
+
+HIGHER_IS_BETTER = frozenset({"pixel_accuracy"})
+
+
+def worst_clips(clips: Iterable[ClipScore], count: int = 5, key: str = "sad") -> list[ClipScore]:
+    """The ``count`` worst clips by their mean ``key`` (highest first; for pixel accuracy, lowest first).
+
+    Ties are broken by name, so the choice does not depend on the order the clips were scored in.
+    """
+    sign = 1.0 if key in HIGHER_IS_BETTER else -1.0
+    return sorted(clips, key=lambda clip: (sign * clip.mean(key), clip.name))[:count]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One pipeline under one setting over a dataset: means over all frames (dtSSD: over the animated clips), the
+    median CPU and wall milliseconds, and the worst clips by SAD."""
+
+    clips: int
+    frames: int
+    sad: float
+    mse: float
+    pixel_accuracy: float
+    halo: float
+    gradient: float
+    """NaN where the gradient error was not measured."""
+    connectivity: float
+    dtssd: float
+    """NaN for a dataset of stills."""
+    ms: float
+    wall_ms: float
+    failures: int
+    worst: tuple[ClipScore, ...]
+
+    @property
+    def worst_sad(self) -> float:
+        """The highest mean SAD of a clip."""
+        return self.worst[0].mean("sad") if self.worst else math.nan
+
+
+def _mean(values: Sequence[float | None]) -> float:
+    known = [value for value in values if value is not None]
+    return float(np.mean(known)) if known else math.nan
+
+
+def summarize(clips: Sequence[ClipScore], worst: int = 5) -> Summary:
+    """The :class:`Summary` of one pipeline's clips under one setting.
+
+    Raises:
+        ValueError: No clips, or a clip without frames.
+    """
+    frames = [frame for clip in clips for frame in clip.frames]
+    if not clips or any(not clip.frames for clip in clips):
+        raise ValueError("a summary needs at least one clip, and every clip at least one frame")
+    return Summary(
+        clips=len(clips),
+        frames=len(frames),
+        sad=_mean([frame.sad for frame in frames]),
+        mse=_mean([frame.mse for frame in frames]),
+        pixel_accuracy=_mean([frame.pixel_accuracy for frame in frames]),
+        halo=_mean([frame.halo for frame in frames]),
+        gradient=_mean([frame.gradient for frame in frames]),
+        connectivity=_mean([frame.connectivity for frame in frames]),
+        dtssd=_mean([clip.dtssd for clip in clips]),
+        ms=float(np.median([frame.ms for frame in frames])),
+        wall_ms=float(np.median([frame.wall_ms for frame in frames])),
+        failures=sum(frame.failed for frame in frames),
+        worst=tuple(worst_clips(clips, worst)),
+    )
+
+
+K = TypeVar("K", bound=Hashable)
+
+
+def summarize_by(scores: Iterable[tuple[K, ClipScore]], worst: int = 5) -> dict[K, Summary]:
+    """A :class:`Summary` per key (e.g. (dataset, pipeline, setting)) of ``(key, clip score)`` pairs, the keys in the
+    order they first appear."""
+    groups: dict[K, list[ClipScore]] = {}
+    for key, clip in scores:
+        groups.setdefault(key, []).append(clip)
+    return {key: summarize(clips, worst) for key, clips in groups.items()}
+
+
+@dataclass(frozen=True)
+class Goal:
+    """A limit on one :class:`Summary` figure (``sad``, ``mse``, ``pixel_accuracy``, ``dtssd``, ``ms``,
+    ``worst_sad`` ...)."""
+
+    metric: str
+    limit: float
+    scales: bool = True
+    """Whether a setting's slack loosens the limit (a time budget does not)."""
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.metric in HIGHER_IS_BETTER
+
+    def limit_with(self, slack: float) -> float:
+        """The limit loosened by ``slack`` (x1.5: 1.5 times the error; for accuracy, 1.5 times 1 - accuracy)."""
+        if not self.scales:
+            return self.limit
+        return 1 - (1 - self.limit) * slack if self.higher_is_better else self.limit * slack
+
+
+@dataclass(frozen=True)
+class GoalCheck:
+    """One goal checked against one summary."""
+
+    goal: Goal
+    value: float
+    limit: float
+
+    @property
+    def met(self) -> bool:
+        """Whether the value is within the limit (a figure that was not measured, NaN, is not)."""
+        if math.isnan(self.value):
+            return False
+        return self.value >= self.limit if self.goal.higher_is_better else self.value <= self.limit
+
+    def __str__(self) -> str:
+        sign = ">=" if self.goal.higher_is_better else "<="
+        return f"{'PASS' if self.met else 'MISS'} {self.goal.metric} {self.value:.4g} {sign} {self.limit:.4g}"
+
+
+def check_goals(summary: Summary, goals: Sequence[Goal], slack: float = 1.0) -> list[GoalCheck]:
+    """Each goal checked against ``summary``, its limit loosened by ``slack``."""
+    return [GoalCheck(goal, float(getattr(summary, goal.metric)), goal.limit_with(slack)) for goal in goals]
+
+
+def all_met(checks: Mapping[str, Sequence[GoalCheck]]) -> bool:
+    """Whether every check of every group passed."""
+    return all(check.met for group in checks.values() for check in group)
