@@ -66,11 +66,12 @@ def build_gpu_worker(
     return worker, matting
 
 
-async def main() -> None:
+async def main(steps: StepRegistry | None = None) -> None:
+    """Run the GPU worker from its settings until SIGTERM / SIGINT; ``steps`` as for :func:`build_gpu_worker`."""
     observability = ObservabilitySettings()
     configure_logging(observability.log_level)
     client = await connect(TemporalSettings(), temporal_runtime(observability.metrics_bind))
-    worker, matting = build_gpu_worker(client, GpuWorkerSettings(), open_store(ArtifactSettings()))
+    worker, matting = build_gpu_worker(client, GpuWorkerSettings(), open_store(ArtifactSettings()), steps=steps)
     try:
         await serve_until_signalled(worker)
     finally:
