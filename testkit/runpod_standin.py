@@ -2,6 +2,9 @@
 
 Each worker is a subprocess running RunPod's own worker loop (``runpod.serverless.start``) with our handler
 (``python -m gpu_activity_worker.runpod.handler``), pointed at this server through the variables the platform sets.
+:data:`GATED_HANDLER_COMMAND` is that handler with one more step, ``gated`` (:class:`FifoGatedStep`): each image
+stays on the worker's GPU until the test writes a byte to a named pipe, so what a worker process holds, and when, is
+the test's.
 
 Client routes, as the hosted API ``https://api.runpod.ai/v2`` (API key as ``Bearer`` or bare, else 401):
   ``POST /v2/{endpoint}/run``          ``{"input", "policy": {"executionTimeout", "ttl"}}`` -> ``{"id", "status"}``
@@ -56,8 +59,44 @@ from typing import Any, Literal, Self
 
 from aiohttp import web
 
+from gpu_activity_worker.engines import StepRegistry, StepSpec, builtin_steps
+from gpu_activity_worker.engines.base import MatteState, StepRole
+from testkit.held_step import opaque
+
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 HANDLER_COMMAND = (sys.executable, "-m", "gpu_activity_worker.runpod.handler")
+GATE_FIFO_ENV = "POPCON_TEST_GATE_FIFO"
+"""The named pipe a worker process's ``gated`` step waits on."""
+GATED_HANDLER_COMMAND = (
+    sys.executable,
+    "-c",
+    "from testkit.runpod_standin import gated_steps; from gpu_activity_worker.runpod.handler import main; "
+    "main(gated_steps())",
+)
+"""A worker process: our real handler, with the ``gated`` step of :func:`gated_steps`."""
+
+
+class FifoGatedStep:
+    """A stand-in GPU step for worker processes: each image waits until one byte (or end of file) comes through the
+    named pipe ``$POPCON_TEST_GATE_FIFO``; the pipe is opened for each image, so a test that opens it for writing
+    knows an image is on the step."""
+
+    device, precision = "cpu", "fp32"
+
+    def apply(self, state: MatteState) -> MatteState:
+        with open(os.environ[GATE_FIFO_ENV], "rb") as pipe:
+            pipe.read(1)
+        return opaque(state)
+
+
+def gated_steps() -> StepRegistry:
+    """The built-in steps and ``gated`` (:class:`FifoGatedStep`)."""
+    steps = builtin_steps()
+    steps.register(
+        StepSpec("gated", StepRole.COARSE, lambda variant, context: FifoGatedStep(), variants=None, summary="test")
+    )
+    return steps
+
 
 IN_QUEUE, IN_PROGRESS, COMPLETED, FAILED, CANCELLED, TIMED_OUT = (
     "IN_QUEUE",

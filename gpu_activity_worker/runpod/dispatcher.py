@@ -1,36 +1,39 @@
 """The dispatcher: the GPU queue served by a RunPod Serverless endpoint instead of a GPU in this process.
 
-A Temporal worker on ``emoji-gpu`` whose ``matte_slot`` runs each candidate of the frame slot as one RunPod job (the
-job is one :class:`~workflows.contract.MatteFrameInput`, as the handler takes it), the candidates' jobs side by side:
-submit (``POST /run`` with the execution policy), then poll ``/status`` until the job has finished.
-``python -m gpu_activity_worker.runpod.dispatcher``.
+A Temporal worker on ``emoji-gpu`` whose ``matte_slot`` sends the frame slot's candidates to RunPod as slot jobs of up
+to ``POPCON_RUNPOD_FRAMES_PER_JOB`` candidates each (a :class:`~gpu_activity_worker.runpod.jobs.MatteSlotJob`, one
+result per candidate back), the slot's jobs side by side: submit (``POST /run`` with the execution policy), then poll
+``/status`` until the job has finished. ``python -m gpu_activity_worker.runpod.dispatcher``.
 
-- The job ids are heartbeated as one dict, ``{"<candidate index>": "<job id>"}``, right after each submission and
-  every poll interval. RunPod has no idempotency key, so a retried attempt reads the dict back from its heartbeat
-  details and resumes each candidate's job instead of submitting a second one (a job that already completed gives its
-  result at once); it submits anew only for a job that ended TIMED_OUT or CANCELLED, FAILED for a reason a retry may
-  fix, or that RunPod no longer knows. A job that FAILED for a reason no retry fixes is that candidate's result
-  again, not resubmitted. The new attempt heartbeats the whole dict from its start, so an attempt that ends early
-  loses no job of an earlier one.
-- Each candidate's outcome is settled on its own. A failure no retry fixes (a FAILED job typed ``UnsupportedImage``,
-  ``CorruptImage``, ``UnknownPipeline`` ..., an output that does not fit the contract, an inline image over the limit,
-  RunPod refusing the request) is that candidate's result, and the others go on. A failure a retry may fix
-  (TIMED_OUT, throttling (429), RunPod errors (5xx), lost jobs, network errors, an ``ArtifactError``) fails the
-  activity, but only once every other candidate's job has finished too: the workflow takes every result as final,
-  and the retry then resumes the finished jobs from the heartbeat (no work is lost or paid twice) and replaces only
-  the failed ones. Failing at once instead would leave the other jobs running unwatched, outside the concurrency
-  bound below. A throttled candidate's Retry-After becomes the retry's delay.
+- The job ids are heartbeated as one dict, ``{"<candidate index>": "<job id>"}`` (a job's id under each of its
+  candidates), right after each submission and every :data:`~workflows.contract.HEARTBEAT_INTERVAL`. RunPod has no
+  idempotency key, so a retried attempt reads the dict back from its heartbeat details and resumes each job (the
+  candidates that share a job id stay one job) instead of submitting a second one (a job that already completed
+  gives its results at once); it submits anew only for a job that ended TIMED_OUT or CANCELLED, FAILED for a reason
+  a retry may fix, or that RunPod no longer knows. A job that FAILED for a reason no retry fixes is its candidates'
+  result again, not resubmitted. The new attempt heartbeats the whole dict from its start, so an attempt that ends
+  early loses no job of an earlier one.
+- Each candidate's outcome is settled on its own. A failure no retry fixes (a candidate's own failure in its job's
+  results, a FAILED job typed ``UnsupportedImage``, ``CorruptImage``, ``UnknownPipeline`` ..., an output that does
+  not fit the contract, an inline image over the limit, RunPod refusing the request) is that candidate's result (a
+  failed job's, each of its candidates'), and the others go on. A failure a retry may fix (TIMED_OUT, throttling
+  (429), RunPod errors (5xx), lost jobs, network errors, an ``ArtifactError``) fails the activity, but only once
+  every other job of the slot has finished too: the workflow takes every result as final, and the retry then resumes
+  the finished jobs from the heartbeat (no work is lost or paid twice) and replaces only the failed ones. Failing at
+  once instead would leave the other jobs running unwatched, outside the concurrency bound below. A throttled
+  candidate's Retry-After becomes the retry's delay.
 - A Temporal cancellation (delivered through the heartbeat) cancels every job of the slot, also one whose submission
   was in flight (its answer is awaited) and one of an earlier attempt not yet resumed; the slot's places in flight
-  stay taken for ``CANCEL_DELAY`` more, so the set's other slots, cancelled with it but told only at their next
+  stay taken for :data:`CANCEL_DELAY` more, so the set's other slots, cancelled with it but told only at their next
   heartbeat, do not start jobs in them meanwhile. A worker shutdown or an attempt that timed out cancels no job: the
   next attempt resumes them.
-- At most as many jobs are in flight as the endpoint runs at once (max workers x jobs per worker), across every slot
-  of this dispatcher; the worker also runs that many activities, so slots of one candidate fill the endpoint too.
-  A candidate beyond that waits here, for the first job of any slot to finish (slots in the order they came), while
-  its activity heartbeats: nothing waits in RunPod's queue, where no Temporal cancellation or priority reaches.
-- Images travel by reference through a shared ``s3://`` store, or inline in the job when this dispatcher's store is
-  a ``file://`` root RunPod cannot read.
+- At most as many jobs are in flight as the endpoint's workers hold at once (max workers x jobs per worker,
+  ``POPCON_RUNPOD_HANDLER_CONCURRENCY``: one on each GPU, the others taken and waiting behind it), across every slot
+  of this dispatcher; the worker also runs that many activities. A job beyond that waits here, for the first job of
+  any slot to finish (slots in the order they came), while its activity heartbeats: nothing waits in RunPod's queue,
+  where no Temporal cancellation or priority reaches.
+- Images travel by reference through a shared ``s3://`` store, or inline in the job, one candidate per job (RunPod's
+  10 MB payload limit), when this dispatcher's store is a ``file://`` root RunPod cannot read.
 
 ``describe_pipeline`` checks the pipeline name against the engine registry here, without loading a model or waking an
 endpoint worker, and reports the device as ``runpod:<endpoint id>``.
@@ -64,8 +67,8 @@ from gpu_activity_worker.matting import failure_type
 from gpu_activity_worker.pipeline import Pipelines
 from gpu_activity_worker.runpod.api import JobNotFoundError, JobReport, JobStatus, RunPodApi, RunPodApiError
 from gpu_activity_worker.runpod.jobs import (
-    MatteJob,
-    MatteJobOutput,
+    MatteSlotJob,
+    MatteSlotJobOutput,
     decode_inline,
     encode_inline,
     parse_job_error,
@@ -73,6 +76,7 @@ from gpu_activity_worker.runpod.jobs import (
 from gpu_activity_worker.runpod.settings import RunPodSettings
 from workflows.contract import (
     GPU_TASK_QUEUE,
+    HEARTBEAT_INTERVAL,
     ActivityName,
     DescribePipelineInput,
     FailureType,
@@ -84,10 +88,10 @@ from workflows.contract import (
     PipelineDescription,
 )
 
-CANCEL_DELAY = timedelta(seconds=2)
-"""Longest heartbeat throttle: how soon a cancellation reaches a polling activity (the SDK's default is 80% of the
-heartbeat timeout, a minute here), so a cancelled set stops paying for GPU time within seconds. A cancelled slot
-keeps its places in flight this long, for its set's other slots to learn of their own cancellation."""
+CANCEL_DELAY = 2 * HEARTBEAT_INTERVAL
+"""How long a cancelled slot keeps its places in flight, for its set's other slots to learn of their own
+cancellation: each heartbeats every :data:`HEARTBEAT_INTERVAL`, and the worker's heartbeat throttle is that interval
+too, so a beat reaches the server, and the cancellation comes back, within two of them."""
 
 RESUBMIT = (JobStatus.FAILED, JobStatus.TIMED_OUT, JobStatus.CANCELLED)
 """States of a previous attempt's job that a retry replaces with a new job instead of resuming (FAILED only for a
@@ -148,6 +152,26 @@ def _details(jobs: dict[int, str]) -> dict[str, str]:
     return {str(index): job_id for index, job_id in sorted(jobs.items())}
 
 
+def _shares(previous: dict[int, str], candidates: int, per_job: int) -> list[list[int]]:
+    """The slot's candidates by job, in candidate order: those of each earlier job together (it is resumed whole, or
+    replaced by one job for the same candidates), the others ``per_job`` at a time."""
+    earlier: dict[str, list[int]] = {}
+    for index, job_id in sorted(previous.items()):
+        earlier.setdefault(job_id, []).append(index)
+    rest = [index for index in range(candidates) if index not in previous]
+    return sorted([*earlier.values(), *(rest[i : i + per_job] for i in range(0, len(rest), per_job))])
+
+
+def _share_of(request: MatteSlotInput, indices: list[int]) -> MatteSlotInput:
+    """The part of a slot one job mattes: the candidates at ``indices``."""
+    return request.model_copy(
+        update={
+            "candidates": [request.candidates[i] for i in indices],
+            "output_keys": [request.output_keys[i] for i in indices],
+        }
+    )
+
+
 def _settled(err: ApplicationError) -> MatteCandidateResult | ApplicationError:
     """A candidate's failure as its own result when no retry fixes it; else ``err``, to fail the activity with."""
     if err.non_retryable:
@@ -203,8 +227,10 @@ class RunPodDispatcher:
         self._ttl_ms = settings.runpod_ttl_ms
         self._inline_max_bytes = settings.runpod_inline_max_bytes
         self.inline = inline
+        self.frames_per_job = 1 if inline else settings.runpod_frames_per_job
+        """Candidates of a slot in one job (inline: one, for RunPod's payload limit)."""
         self.jobs_at_once = settings.runpod_workers * settings.runpod_handler_concurrency
-        """Jobs the endpoint runs at once, and the most this dispatcher has in flight."""
+        """Jobs the endpoint's workers hold at once, and the most this dispatcher has in flight."""
         self._in_flight = asyncio.Semaphore(self.jobs_at_once)
         self._pipelines = Pipelines(builtin_steps() if steps is None else steps)  # only parses: RunPod builds them
 
@@ -227,37 +253,38 @@ class RunPodDispatcher:
 
     @activity.defn(name=ActivityName.MATTE_SLOT)
     async def matte_slot(self, request: MatteSlotInput) -> MatteSlotOutput:
-        """Cut out every candidate of one frame slot, one RunPod job each; see the module docstring."""
+        """Cut out every candidate of one frame slot, in RunPod jobs of up to ``frames_per_job`` candidates; see the
+        module docstring."""
         started = time.perf_counter()
-        jobs = _heartbeated_jobs(activity.info().heartbeat_details, len(request.candidates))
+        count = len(request.candidates)
+        jobs = _heartbeated_jobs(activity.info().heartbeat_details, count)
         resumable = dict(jobs)
         beating = asyncio.create_task(self._heartbeat(jobs))
         try:
             outcomes = await asyncio.gather(
                 *(
-                    self._candidate(index, frame, resumable.get(index), jobs)
-                    for index, frame in enumerate(request.frames())
+                    self._share(indices, _share_of(request, indices), resumable.get(indices[0]), jobs)
+                    for indices in _shares(resumable, count, self.frames_per_job)
                 ),
                 return_exceptions=True,
             )
         finally:
             beating.cancel()
-        results: list[MatteCandidateResult] = []
-        retry: dict[int, ApplicationError] = {}
-        for index, outcome in enumerate(outcomes):
-            if isinstance(outcome, ApplicationError):
-                retry[index] = outcome
-            elif isinstance(outcome, BaseException):
+        settled: dict[int, MatteCandidateResult | ApplicationError] = {}
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
                 raise outcome  # unforeseen: the others are settled, the retry resumes their jobs
-            else:
-                results.append(outcome)
+            settled.update(outcome)
+        retry = {index: err for index, err in sorted(settled.items()) if isinstance(err, ApplicationError)}
         if retry:
-            raise _slot_failure(retry, len(outcomes))
+            raise _slot_failure(retry, count)
+        results = [result for _, result in sorted(settled.items()) if isinstance(result, MatteCandidateResult)]
         activity.logger.info(
             "matted slot",
             extra={
                 "pipeline": request.pipeline,
-                "candidates": len(request.candidates),
+                "candidates": count,
+                "jobs": len(set(jobs.values())),
                 "failed": sum(result.output is None for result in results),
                 "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
             },
@@ -265,52 +292,75 @@ class RunPodDispatcher:
         return MatteSlotOutput(results=results)
 
     async def _heartbeat(self, jobs: dict[int, str]) -> None:
-        """Heartbeat the slot's job ids every poll interval, also while its candidates wait for their turn."""
+        """Heartbeat the slot's job ids every heartbeat interval, also while its jobs wait for their turn."""
         while True:
             activity.heartbeat(_details(jobs))
-            await asyncio.sleep(self._poll_s)
+            await asyncio.sleep(HEARTBEAT_INTERVAL.total_seconds())
 
-    async def _candidate(
-        self, index: int, request: MatteFrameInput, previous: str | None, jobs: dict[int, str]
-    ) -> MatteCandidateResult | ApplicationError:
-        """One candidate, from its job's submission (or resumption) to its result: a :class:`MatteCandidateResult`,
-        or the failure a retry may fix, which fails the activity once the other candidates are settled."""
+    async def _share(
+        self, indices: list[int], share: MatteSlotInput, previous: str | None, jobs: dict[int, str]
+    ) -> dict[int, MatteCandidateResult | ApplicationError]:
+        """One job's candidates (at ``indices`` in the slot), from its submission (or resumption) to their results:
+        each a :class:`MatteCandidateResult`, or the failure a retry may fix, which fails the activity once the
+        other jobs are settled."""
         try:
-            report = await self._job_in_turn(index, request, previous, jobs)
-            output = MatteJobOutput.model_validate(report.output)
-            if output.inline_matte is None:
-                return MatteCandidateResult(output=output.result)
-            return MatteCandidateResult(output=await self._store_inline(request, output.result, output.inline_matte))
+            report = await self._job_in_turn(indices, share, previous, jobs)
+            output = MatteSlotJobOutput.model_validate(report.output)
+            if len(output.results) != len(indices):
+                raise FailureType.INVALID_JOB_OUTPUT.error(
+                    f"RunPod job {report.id} returned {len(output.results)} results for {len(indices)} candidates"
+                )
+            mattes = output.inline_mattes or [None] * len(indices)
+            return {
+                index: await self._candidate(frame, result, matte)
+                for index, frame, result, matte in zip(indices, share.frames(), output.results, mattes, strict=True)
+            }
         except ApplicationError as err:
-            return _settled(err)
+            verdict = _settled(err)
         except (MattingError, ArtifactError) as err:
-            return _settled(_matting_failure(err))
+            verdict = _settled(_matting_failure(err))
         except RunPodApiError as err:
-            return _settled(_api_failure(err))
+            verdict = _settled(_api_failure(err))
         except ValidationError as err:
-            return _settled(
+            verdict = _settled(
                 FailureType.INVALID_JOB_OUTPUT.error(f"the RunPod job's output does not fit the contract: {err}")
             )
+        return dict.fromkeys(indices, verdict)
+
+    async def _candidate(
+        self, request: MatteFrameInput, result: MatteCandidateResult, inline_matte: str | None
+    ) -> MatteCandidateResult | ApplicationError:
+        """A candidate's result in its job's output; an inline matte is stored in this dispatcher's store first."""
+        if result.output is None:
+            if result.failure is not None and result.failure.retryable:  # the handler raises these for the job
+                return result.failure.error(result.error or "")
+            return result
+        if inline_matte is None:
+            return result
+        try:
+            return MatteCandidateResult(output=await self._store_inline(request, result.output, inline_matte))
+        except (MattingError, ArtifactError) as err:
+            return _settled(_matting_failure(err))
 
     async def _job_in_turn(
-        self, index: int, request: MatteFrameInput, previous: str | None, jobs: dict[int, str]
+        self, indices: list[int], share: MatteSlotInput, previous: str | None, jobs: dict[int, str]
     ) -> JobReport:
         """:meth:`_finished_job` once the jobs in flight leave room.
 
-        A cancellation that ends the slot's jobs cancels this candidate's (also one of an earlier attempt that has not
-        been resumed yet). A candidate that had its place keeps it for :data:`CANCEL_DELAY` more: a set is cancelled
-        as a whole, and its other slots, waiting here for places, learn of their own cancellation only at their next
-        heartbeat; without the pause they would submit jobs into the places this one frees, to run until then.
+        A cancellation that ends the slot's jobs cancels this one (also one of an earlier attempt that has not been
+        resumed yet). A job that had its place keeps it for :data:`CANCEL_DELAY` more: a set is cancelled as a whole,
+        and its other slots, waiting here for places, learn of their own cancellation only at their next heartbeat;
+        without the pause they would submit jobs into the places this one frees, to run until then.
         """
         try:
             await self._in_flight.acquire()
         except asyncio.CancelledError:
-            await self._cancel_if_ending(jobs.get(index))
+            await self._cancel_if_ending(jobs.get(indices[0]))
             raise
         try:
-            return await self._finished_job(index, request, previous, jobs)
+            return await self._finished_job(indices, share, previous, jobs)
         except asyncio.CancelledError:
-            if await self._cancel_if_ending(jobs.get(index)):
+            if await self._cancel_if_ending(jobs.get(indices[0])):
                 await asyncio.sleep(CANCEL_DELAY.total_seconds())
             raise
         finally:
@@ -324,20 +374,20 @@ class RunPodDispatcher:
         return True
 
     async def _finished_job(
-        self, index: int, request: MatteFrameInput, previous: str | None, jobs: dict[int, str]
+        self, indices: list[int], share: MatteSlotInput, previous: str | None, jobs: dict[int, str]
     ) -> JobReport:
         """Resume the previous attempt's job or submit a new one, and poll it until it completed; raises for any other
         end."""
         report = await self._resumable_job(previous)
         if report is None:
-            job_id = await self._submit(index, request, jobs)
+            job_id = await self._submit(indices, share, jobs)
             activity.logger.info(
-                "RunPod job submitted", extra={"job_id": job_id, "candidate": index, "inline": self.inline}
+                "RunPod job submitted", extra={"job_id": job_id, "candidates": indices, "inline": self.inline}
             )
             report = await self._poll(job_id)
         else:
             job_id = report.id
-            activity.logger.info("RunPod job resumed", extra={"job_id": job_id, "candidate": index})
+            activity.logger.info("RunPod job resumed", extra={"job_id": job_id, "candidates": indices})
             if not report.status.finished:
                 report = await self._poll(job_id)
         if report.status is not JobStatus.COMPLETED:
@@ -346,7 +396,7 @@ class RunPodDispatcher:
             "RunPod job completed",
             extra={
                 "job_id": job_id,
-                "candidate": index,
+                "candidates": indices,
                 "delay_ms": report.delay_ms,
                 "execution_ms": report.execution_ms,
             },
@@ -366,14 +416,14 @@ class RunPodDispatcher:
             return report
         return None if report.status in RESUBMIT else report
 
-    async def _submit(self, index: int, request: MatteFrameInput, jobs: dict[int, str]) -> str:
-        """Submit the candidate's job and heartbeat its id with the slot's others.
+    async def _submit(self, indices: list[int], share: MatteSlotInput, jobs: dict[int, str]) -> str:
+        """Submit the job of the candidates at ``indices`` and heartbeat its id with the slot's others.
 
         A cancellation while RunPod answers the submission waits for the answer first: the job it created is then
         known, so it is cancelled (or, after a worker shutdown, resumed by the next attempt) instead of running
         unseen.
         """
-        job_input = await self._job_input(request)
+        job_input = await self._job_input(share)
         submission = asyncio.ensure_future(
             self._api.run(job_input, execution_timeout_ms=self._execution_timeout_ms, ttl_ms=self._ttl_ms)
         )
@@ -381,19 +431,21 @@ class RunPodDispatcher:
             report = await asyncio.shield(submission)
         except asyncio.CancelledError:
             with contextlib.suppress(RunPodApiError):
-                jobs[index] = (await submission).id
+                jobs.update(dict.fromkeys(indices, (await submission).id))
                 activity.heartbeat(_details(jobs))
             raise
-        jobs[index] = report.id
+        jobs.update(dict.fromkeys(indices, report.id))
         activity.heartbeat(_details(jobs))
         return report.id
 
-    async def _job_input(self, request: MatteFrameInput) -> dict[str, Any]:
-        inline_source = None
+    async def _job_input(self, share: MatteSlotInput) -> dict[str, Any]:
+        inline_sources = None
         if self.inline:
-            data = await asyncio.to_thread(self._store.get, request.source)
-            inline_source = encode_inline(data, self._inline_max_bytes, request.source.uri)
-        return MatteJob(op="matte", request=request, inline_source=inline_source).model_dump(mode="json")
+            inline_sources = []
+            for source in share.candidates:
+                data = await asyncio.to_thread(self._store.get, source)
+                inline_sources.append(encode_inline(data, self._inline_max_bytes, source.uri))
+        return MatteSlotJob(op="matte_slot", request=share, inline_sources=inline_sources).model_dump(mode="json")
 
     async def _poll(self, job_id: str) -> JobReport:
         while True:
@@ -450,7 +502,8 @@ def build_dispatcher_worker(
         activities=[dispatcher.describe_pipeline, dispatcher.matte_slot],
         max_concurrent_activities=slots,
         activity_task_poller_behavior=PollerBehaviorSimpleMaximum(maximum=slots),
-        max_heartbeat_throttle_interval=CANCEL_DELAY,
+        max_heartbeat_throttle_interval=HEARTBEAT_INTERVAL,
+        default_heartbeat_throttle_interval=HEARTBEAT_INTERVAL,
         graceful_shutdown_timeout=timedelta(seconds=30),
     )
     return worker, dispatcher

@@ -1,9 +1,12 @@
 """RunPod Serverless jobs on the wire: what a matting job carries in and out, and how its failures read.
 
-The job input wraps the Temporal activities' own contract (:class:`MatteFrameInput`, :class:`DescribePipelineInput`),
-so the handler validates exactly what the activity would. When the artifact store is not shared with RunPod (a
-``file://`` root on the dispatcher's machine), the image travels inline: base64 in the job, the base64 PNG matte in the
-output, each under a size limit well below RunPod's 10 MB ``/run`` payload limit.
+The job input wraps the Temporal activities' own contract (:class:`MatteSlotInput`, :class:`MatteFrameInput`,
+:class:`DescribePipelineInput`), so the handler validates exactly what the activity would. The dispatcher sends
+:class:`MatteSlotJob`: some or all candidates of one frame slot, with one result per candidate back, each
+candidate's failure its own. :class:`MatteJob` (one candidate) is what ``popcon runpod smoke`` sends. When the
+artifact store is not shared with RunPod (a ``file://`` root on the dispatcher's machine), the images travel inline:
+base64 in the job, the base64 PNG mattes in the output, each under a size limit well below RunPod's 10 MB ``/run``
+payload limit (the dispatcher then puts one candidate in each job).
 
 A failed job's error is ``"<type>: <message>"`` with a :class:`~workflows.contract.FailureType`, so the dispatcher
 tells the failures a retry cannot fix from those it can.
@@ -16,10 +19,17 @@ import binascii
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from gpu_activity_worker.engines.base import CorruptImageError, UnsupportedImageError
-from workflows.contract import DescribePipelineInput, FailureType, MatteFrameInput, MatteFrameOutput
+from workflows.contract import (
+    DescribePipelineInput,
+    FailureType,
+    MatteCandidateResult,
+    MatteFrameInput,
+    MatteFrameOutput,
+    MatteSlotInput,
+)
 
 INLINE_SCHEME = "inline:"
 """URI scheme of a matte that travels back in the job output; the dispatcher stores it under its own store's key."""
@@ -39,6 +49,23 @@ class MatteJob(_JobModel):
     inline_source: str | None = Field(default=None, description="The source image, base64, if the store is not shared.")
 
 
+class MatteSlotJob(_JobModel):
+    """Cut candidates of one frame slot out in one job (all of them, or the share the dispatcher gave this job), plus
+    their sources when they travel inline."""
+
+    op: Literal["matte_slot"]
+    request: MatteSlotInput
+    inline_sources: list[str] | None = Field(
+        default=None, description="The sources, base64, in the order of the candidates, if the store is not shared."
+    )
+
+    @model_validator(mode="after")
+    def _one_source_each(self) -> MatteSlotJob:
+        if self.inline_sources is not None and len(self.inline_sources) != len(self.request.candidates):
+            raise ValueError(f"{len(self.inline_sources)} inline sources for {len(self.request.candidates)} candidates")
+        return self
+
+
 class DescribeJob(_JobModel):
     """Build a pipeline on an endpoint worker (loading its weights) and say where it runs."""
 
@@ -46,8 +73,8 @@ class DescribeJob(_JobModel):
     request: DescribePipelineInput
 
 
-JOB_INPUT: TypeAdapter[MatteJob | DescribeJob] = TypeAdapter(
-    Annotated[MatteJob | DescribeJob, Field(discriminator="op")]
+JOB_INPUT: TypeAdapter[MatteSlotJob | MatteJob | DescribeJob] = TypeAdapter(
+    Annotated[MatteSlotJob | MatteJob | DescribeJob, Field(discriminator="op")]
 )
 """Validates a job's ``input``."""
 
@@ -57,6 +84,22 @@ class MatteJobOutput(_JobModel):
 
     result: MatteFrameOutput
     inline_matte: str | None = Field(default=None, description="The RGBA PNG, base64, if the store is not shared.")
+
+
+class MatteSlotJobOutput(_JobModel):
+    """A slot job's output: the ``matte_slot`` activity's own result for its candidates (a cut-out, or the candidate's
+    own failure that no retry fixes), plus the cut-outs themselves when they travel inline."""
+
+    results: list[MatteCandidateResult] = Field(description="In the order of the job's candidates.")
+    inline_mattes: list[str | None] | None = Field(
+        default=None, description="Each candidate's RGBA PNG, base64 (None if it failed), if the store is not shared."
+    )
+
+    @model_validator(mode="after")
+    def _one_matte_each(self) -> MatteSlotJobOutput:
+        if self.inline_mattes is not None and len(self.inline_mattes) != len(self.results):
+            raise ValueError(f"{len(self.inline_mattes)} inline mattes for {len(self.results)} results")
+        return self
 
 
 class InlineTooLargeError(UnsupportedImageError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field, SecretStr
 
 from core.settings import PopconSettings
+from workflows.contract import MAX_CANDIDATES_PER_FRAME_TOTAL
 
 
 class RunPodSettings(PopconSettings):
@@ -19,7 +20,21 @@ class RunPodSettings(PopconSettings):
         default=1_200_000, ge=10_000, le=7 * 86_400_000, description="Job lifespan from submission, queue included."
     )
     runpod_workers: int = Field(default=3, ge=1, description="The endpoint's max workers.")
-    runpod_handler_concurrency: int = Field(default=1, ge=1, le=64, description="Jobs one endpoint worker runs.")
+    runpod_handler_concurrency: int = Field(
+        default=3,
+        ge=1,
+        le=64,
+        description="Jobs one endpoint worker holds, one on its GPU and the others waiting: RunPod's worker loop "
+        "pauses 1 s whenever a worker holds this many, so the waiting ones should cover it ((this - 1) x frames per "
+        "job x latency per frame >= 1 s). The dispatcher keeps max workers x this many jobs in flight.",
+    )
+    runpod_frames_per_job: int = Field(
+        default=5,
+        ge=1,
+        le=MAX_CANDIDATES_PER_FRAME_TOTAL,
+        description="Candidates of a frame slot in one job (by reference; inline jobs carry one): more pay RunPod's "
+        "round trips once for several frames, fewer spread a few slots over many workers.",
+    )
     runpod_inline_max_bytes: int = Field(
         default=4_000_000, ge=1, le=9_000_000, description="Largest base64 image inside a job (RunPod /run: 10 MB)."
     )

@@ -1,7 +1,9 @@
 """The dispatcher's activities against the RunPod stand-in, playing the endpoint's worker by hand (no processes).
 
-``matte_slot`` runs one job per candidate, side by side; these tests finish, fail, lose and cancel those jobs one by
-one and check what each candidate, the activity and its retry make of it.
+``matte_slot`` sends a slot's candidates as jobs of ``frames_per_job`` candidates, side by side. Most tests here use
+one candidate per job (and one job per worker), so that each candidate's job can be finished, failed, lost and
+cancelled on its own; the slot-job section then puts several candidates in one job. Each test checks what each
+candidate, the activity and its retry make of it.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from gpu_activity_worker.pipeline import Pipelines
 from gpu_activity_worker.runpod.api import JobReport, RunPodApi
 from gpu_activity_worker.runpod.dispatcher import RunPodDispatcher
 from gpu_activity_worker.runpod.handler import MattingHandler
-from gpu_activity_worker.runpod.jobs import MatteJob, MatteJobOutput
+from gpu_activity_worker.runpod.jobs import MatteSlotJob, MatteSlotJobOutput
 from gpu_activity_worker.runpod.settings import RunPodSettings
 from testkit.images import sticker_png
 from testkit.runpod_standin import (
@@ -75,24 +77,41 @@ def slot_of(candidates: int, name: str = "s") -> MatteSlotInput:
 SLOT = slot_of(3)
 
 
-def result_of(job: Job) -> MatteFrameOutput:
-    """The result a job's handler would report: the matte stored under the job's output key."""
-    key = job.input["request"]["output_key"]
+def keys_of(job: Job) -> list[str]:
+    """The output keys of a job's candidates, in order."""
+    return list(job.input["request"]["output_keys"])
+
+
+def index_of(key: str) -> int:
+    match = re.search(r"candidate-(\d+)\.matte\.png$", key)
+    assert match is not None
+    return int(match[1])
+
+
+def candidate_of(job: Job) -> int:
+    """The slot index of a job's first candidate."""
+    return index_of(keys_of(job)[0])
+
+
+def result_for(key: str) -> MatteFrameOutput:
+    """The result a handler would report for a candidate: the matte stored under its output key."""
     matte = ArtifactRef(uri=f"s3://emoji/{key}", sha256="b" * 64, size_bytes=20, media_type="image/png")
     return MatteFrameOutput(
         matte=matte, score=0.9, pipeline="classical", device="cuda", precision="fp16", elapsed_ms=12
     )
 
 
+def result_of(job: Job) -> MatteFrameOutput:
+    """The result of a job of one candidate."""
+    [key] = keys_of(job)
+    return result_for(key)
+
+
 def completed(*jobs: Job) -> MatteSlotOutput:
-    """The activity's result when ``jobs`` (one per candidate, in order) all completed."""
-    return MatteSlotOutput(results=[MatteCandidateResult(output=result_of(job)) for job in jobs])
-
-
-def candidate_of(job: Job) -> int:
-    match = re.search(r"candidate-(\d+)\.matte\.png$", job.input["request"]["output_key"])
-    assert match is not None
-    return int(match[1])
+    """The activity's result when ``jobs`` (in candidate order) all completed."""
+    return MatteSlotOutput(
+        results=[MatteCandidateResult(output=result_for(key)) for job in jobs for key in keys_of(job)]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -102,15 +121,21 @@ async def endpoint() -> AsyncIterator[RunPodStandIn]:
 
 
 def settings_for(endpoint: RunPodStandIn, **overrides: Any) -> RunPodSettings:
+    """The endpoint's settings; by default 3 workers holding one job each, one candidate per job."""
+    defaults: dict[str, Any] = {
+        "runpod_poll_interval_s": 0.02,
+        "runpod_execution_timeout_ms": 30_000,
+        "runpod_ttl_ms": 600_000,
+        "runpod_workers": 3,
+        "runpod_handler_concurrency": 1,
+        "runpod_frames_per_job": 1,
+    }
     return RunPodSettings(
         _env_file=None,
         runpod_endpoint_id=endpoint.config.endpoint_id,
         runpod_api_key=SecretStr(endpoint.config.api_key),
         runpod_base_url=endpoint.base_url,
-        runpod_poll_interval_s=0.02,
-        runpod_execution_timeout_ms=30_000,
-        runpod_ttl_ms=600_000,
-        **overrides,
+        **{**defaults, **overrides},
     )
 
 
@@ -151,15 +176,17 @@ async def new_jobs(endpoint: RunPodStandIn, before: int, count: int) -> list[Job
 
 
 def ids(*jobs: Job) -> dict[str, str]:
-    """The heartbeat of a slot whose candidates have these jobs, in order."""
-    return {str(index): job.id for index, job in enumerate(jobs)}
+    """The heartbeat of a slot whose candidates have these jobs: each job's id under each of its candidates."""
+    return {str(index_of(key)): job.id for job in jobs for key in keys_of(job)}
 
 
-def complete(endpoint: RunPodStandIn, job: Job) -> None:
-    """Run a job to completion as its worker would."""
+def complete(endpoint: RunPodStandIn, job: Job, *results: MatteCandidateResult) -> None:
+    """Run a job to completion as its worker would: ``results``, or every candidate matted."""
     if job.status == IN_QUEUE:
         endpoint.start_job(job.id)
-    endpoint.finish_job(job.id, output=MatteJobOutput(result=result_of(job)).model_dump(mode="json"))
+    if not results:
+        results = tuple(MatteCandidateResult(output=result_for(key)) for key in keys_of(job))
+    endpoint.finish_job(job.id, output=MatteSlotJobOutput(results=list(results)).model_dump(mode="json"))
 
 
 def fail(endpoint: RunPodStandIn, job: Job, error: str) -> None:
@@ -183,11 +210,21 @@ async def still_running(task: asyncio.Task[Any]) -> bool:
     return not task.done()
 
 
-async def abandoned_slot(endpoint: RunPodStandIn, dispatcher: RunPodDispatcher) -> list[Job]:
+def share(slot: MatteSlotInput, indices: list[int]) -> MatteSlotInput:
+    """The part of ``slot`` that one job mattes."""
+    return slot.model_copy(
+        update={
+            "candidates": [slot.candidates[i] for i in indices],
+            "output_keys": [slot.output_keys[i] for i in indices],
+        }
+    )
+
+
+async def abandoned_slot(endpoint: RunPodStandIn, dispatcher: RunPodDispatcher, jobs_expected: int = 3) -> list[Job]:
     """The jobs of an attempt whose worker shut down after submitting them all (RunPod keeps the jobs)."""
     attempt = Attempt()
     task = attempt.start(dispatcher.matte_slot, SLOT)
-    jobs = await new_jobs(endpoint, len(endpoint.jobs), 3)
+    jobs = await new_jobs(endpoint, len(endpoint.jobs), jobs_expected)
     await endpoint.wait_until(lambda: attempt.last == ids(*jobs))
     attempt.env.cancel(ActivityCancellationDetails(worker_shutdown=True))
     with pytest.raises(asyncio.CancelledError):
@@ -205,8 +242,8 @@ async def test_a_slot_is_one_job_per_candidate_submitted_together_and_heartbeate
     task = attempt.start(dispatcher.matte_slot, SLOT)
     jobs = await new_jobs(endpoint, len(endpoint.jobs), 3)
 
-    assert [MatteJob.model_validate(job.input) for job in jobs] == [
-        MatteJob(op="matte", request=frame) for frame in SLOT.frames()
+    assert [MatteSlotJob.model_validate(job.input) for job in jobs] == [
+        MatteSlotJob(op="matte_slot", request=share(SLOT, [index])) for index in range(3)
     ], "one job per candidate, each by reference: no image"
     assert all((job.execution_timeout_s, job.ttl_s) == (30.0, 600.0) for job in jobs)
     await endpoint.wait_until(lambda: attempt.last == ids(*jobs))
@@ -230,7 +267,8 @@ async def test_jobs_in_flight_never_exceed_what_the_endpoint_runs_and_slots_keep
 
     assert await still_running(first) and len(endpoint.jobs) == before + 3, "3 workers: 3 jobs in flight"
     waiting_beats = len(attempt.heartbeats)
-    assert await still_running(first) and len(attempt.heartbeats) > waiting_beats, "heartbeats while waiting"
+    await endpoint.wait_until(lambda: len(attempt.heartbeats) > waiting_beats)  # heartbeats while waiting
+    assert len(endpoint.jobs) == before + 3
     for done in range(5):  # each job done lets the next candidate in: big 3 and 4, then small's, then none is left
         queued = [job for job in endpoint.submitted()[before:] if job.status == IN_QUEUE]
         assert len(queued) == min(3, 6 - done), "never more than the endpoint runs, and that many while any wait"
@@ -238,7 +276,7 @@ async def test_jobs_in_flight_never_exceed_what_the_endpoint_runs_and_slots_keep
         await until_submitted(endpoint, before + min(4 + done, 6))
 
     jobs = endpoint.submitted()[before:]
-    assert [job.input["request"]["output_key"].split("/")[1] for job in jobs] == ["big"] * 5 + ["small"], (
+    assert [keys_of(job)[0].split("/")[1] for job in jobs] == ["big"] * 5 + ["small"], (
         "the second slot's job waits for every job of the first"
     )
     complete(endpoint, jobs[5])
@@ -359,7 +397,7 @@ async def retryable_failure(
     before = len(endpoint.jobs)
     task = attempt.start(dispatcher.matte_slot, SLOT)
     jobs = await new_jobs(endpoint, before, expected_jobs)
-    await endpoint.wait_until(lambda: len(attempt.last) == expected_jobs)
+    await endpoint.wait_until(lambda: attempt.last == ids(*jobs))
     broken = await break_one(jobs)
     assert await still_running(task), "the activity waits for the other candidates' jobs"
     for job in jobs:
@@ -576,6 +614,117 @@ async def test_a_cancellation_the_next_attempt_recovers_from_leaves_the_jobs_run
         endpoint.time_out(job.id)
 
 
+# --- Slot jobs: several candidates in one job -----------------------------------------------------------------------
+
+
+@pytest.fixture
+async def pairs(endpoint: RunPodStandIn, tmp_path: Path) -> AsyncIterator[RunPodDispatcher]:
+    """A dispatcher sending two candidates per job, to 3 workers holding one job each."""
+    running = RunPodDispatcher(
+        api_for(endpoint), FileArtifactStore(tmp_path), settings_for(endpoint, runpod_frames_per_job=2), inline=False
+    )
+    yield running
+    await running.aclose()
+
+
+async def test_a_slot_job_carries_several_candidates_and_each_gets_its_own_result(
+    endpoint: RunPodStandIn, pairs: RunPodDispatcher
+) -> None:
+    attempt = Attempt()
+    task = attempt.start(pairs.matte_slot, SLOT)
+    first, second = await new_jobs(endpoint, len(endpoint.jobs), 2)
+
+    assert [MatteSlotJob.model_validate(job.input).request for job in (first, second)] == [
+        share(SLOT, [0, 1]),
+        share(SLOT, [2]),
+    ]
+    await endpoint.wait_until(lambda: attempt.last == {"0": first.id, "1": first.id, "2": second.id})
+    corrupt = MatteCandidateResult(failure=FailureType.CORRUPT_IMAGE, error="not a readable image")
+    complete(endpoint, first, MatteCandidateResult(output=result_for(SLOT.output_keys[0])), corrupt)
+    complete(endpoint, second)
+
+    output = await settle(task)
+    assert output.results == [
+        MatteCandidateResult(output=result_for(SLOT.output_keys[0])),
+        corrupt,
+        MatteCandidateResult(output=result_for(SLOT.output_keys[2])),
+    ], "a candidate's own failure in its job's results is its result; the others go on"
+
+
+async def test_a_slot_job_with_a_result_missing_fails_its_candidates_on_their_own(
+    endpoint: RunPodStandIn, pairs: RunPodDispatcher
+) -> None:
+    task = Attempt().start(pairs.matte_slot, SLOT)
+    first, second = await new_jobs(endpoint, len(endpoint.jobs), 2)
+    complete(endpoint, first, MatteCandidateResult(output=result_for(SLOT.output_keys[0])))
+    complete(endpoint, second)
+
+    output = await settle(task)
+
+    assert [result.failure for result in output.results] == [
+        FailureType.INVALID_JOB_OUTPUT,
+        FailureType.INVALID_JOB_OUTPUT,
+        None,
+    ]
+
+
+async def test_a_retry_resumes_the_completed_slot_job_and_replaces_the_failed_one_whole(
+    endpoint: RunPodStandIn, pairs: RunPodDispatcher
+) -> None:
+    async def break_one(jobs: list[Job]) -> Job:
+        fail(endpoint, jobs[0], "ArtifactError: s3://emoji/x.png: artifact is missing")
+        return jobs[0]
+
+    failure, attempt, (failed, done) = await retryable_failure(endpoint, pairs, break_one, expected_jobs=2)
+    assert (failure.type, failure.non_retryable) == ("ArtifactError", False)
+    assert "2 of 3 candidates" in failure.message, "both candidates of the failed job need another attempt"
+    submitted = len(endpoint.jobs)
+
+    retry = Attempt([attempt.last])
+    task = retry.start(pairs.matte_slot, SLOT)
+    [new] = await new_jobs(endpoint, submitted, 1)
+    assert keys_of(new) == keys_of(failed), "one new job for the failed job's candidates"
+    complete(endpoint, new)
+
+    assert await settle(task) == completed(new, done)
+    assert len(endpoint.jobs) == submitted + 1 and done.takes == 1, "the completed job is resumed, not redone"
+    assert retry.last == ids(new, done)
+
+
+async def test_cancelling_the_activity_cancels_its_slot_jobs(endpoint: RunPodStandIn, pairs: RunPodDispatcher) -> None:
+    attempt = Attempt()
+    task = attempt.start(pairs.matte_slot, SLOT)
+    jobs = await new_jobs(endpoint, len(endpoint.jobs), 2)
+    endpoint.start_job(jobs[0].id)
+    await endpoint.wait_until(lambda: attempt.last == ids(*jobs))
+
+    attempt.env.cancel()
+
+    with pytest.raises(asyncio.CancelledError):
+        await settle(task)
+    assert [job.status for job in jobs] == [CANCELLED] * 2
+
+
+async def test_the_jobs_in_flight_are_what_the_workers_hold_not_candidates(
+    endpoint: RunPodStandIn, tmp_path: Path
+) -> None:
+    settings = settings_for(endpoint, runpod_workers=1, runpod_handler_concurrency=2, runpod_frames_per_job=2)
+    dispatcher = RunPodDispatcher(api_for(endpoint), FileArtifactStore(tmp_path), settings, inline=False)
+    assert dispatcher.jobs_at_once == 2, "one worker holding two jobs"
+    before = len(endpoint.jobs)
+    task = Attempt().start(dispatcher.matte_slot, slot_of(5))
+
+    held = await new_jobs(endpoint, before, 2)
+    assert await still_running(task) and len(endpoint.jobs) == before + 2, "4 candidates in flight, in 2 jobs"
+    complete(endpoint, held[0])
+    [last] = await new_jobs(endpoint, before + 2, 1)
+    complete(endpoint, held[1])
+    complete(endpoint, last)
+
+    assert await settle(task) == completed(*held, last)
+    await dispatcher.aclose()
+
+
 # --- describe_pipeline and inline images -----------------------------------------------------------------------------
 
 
@@ -613,7 +762,7 @@ async def test_without_a_shared_store_images_travel_inline_through_the_real_hand
     for job in await new_jobs(endpoint, len(endpoint.jobs), 2):
         endpoint.start_job(job.id)
         endpoint.finish_job(job.id, output=await handler.handle({"id": job.id, "input": job.input}))
-        assert base64.b64decode(job.input["inline_source"]) == images[candidate_of(job)]
+        assert base64.b64decode(job.input["inline_sources"][0]) == images[candidate_of(job)]
     output = await settle(task)
     handler.close()
     await dispatcher.aclose()

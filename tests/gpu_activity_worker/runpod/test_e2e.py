@@ -1,10 +1,11 @@
 """Whole EmojiSet runs whose GPU queue is served only by the RunPod dispatcher.
 
 The real workflow and orchestration worker run on the dev server, in a namespace of their own (so no in-process GPU
-worker of another test module can take a matting task); the dispatcher sends each candidate of each ``matte_slot``
-activity to the RunPod stand-in as one job, which runs in a worker process with RunPod's real worker loop and our real
-handler; every artifact lives in an S3-compatible server on loopback, which every process (the worker processes
-through their environment) uses.
+worker of another test module can take a matting task); the dispatcher sends each ``matte_slot`` activity's
+candidates to the RunPod stand-in as one slot job (the settings' defaults), which runs in a worker process with
+RunPod's real worker loop and our real handler, each worker holding several jobs; every artifact lives in an
+S3-compatible server on loopback, which every process (the worker processes through their environment) uses. The last
+tests run worker processes of their own.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from core.artifacts import ArtifactStore, FileArtifactStore, open_store
 from core.settings import ArtifactSettings
 from gpu_activity_worker.runpod.api import JobStatus, RunPodApi
 from gpu_activity_worker.runpod.dispatcher import build_dispatcher_worker
-from gpu_activity_worker.runpod.jobs import DescribeJob, MatteJob
+from gpu_activity_worker.runpod.jobs import DescribeJob, MatteJob, MatteSlotJob, MatteSlotJobOutput
 from gpu_activity_worker.runpod.settings import RunPodSettings
 from starter.client import EmojiSetClient
 from starter.devstack import ensure_search_attributes
@@ -41,6 +42,8 @@ from testkit.runpod_standin import (
     CANCELLED,
     COMPLETED,
     FINISHED,
+    GATE_FIFO_ENV,
+    GATED_HANDLER_COMMAND,
     IN_PROGRESS,
     IN_QUEUE,
     TIMED_OUT,
@@ -55,7 +58,9 @@ from workflows.contract import (
     CandidateStatus,
     DescribePipelineInput,
     EmojiSetInput,
+    FailureType,
     MatteFrameInput,
+    MatteSlotInput,
     Phase,
     ReviewPolicy,
     StagePolicy,
@@ -75,6 +80,8 @@ SET = {
 }
 """Two frame slots (two ``matte_slot`` activities) of up to three candidates (the chosen clip frame and one neighbour
 either side, where the clip has one), one RunPod job each."""
+SETTINGS = RunPodSettings(_env_file=None)
+assert SETTINGS.runpod_frames_per_job >= 3 and SETTINGS.runpod_handler_concurrency > 1, "a slot is one job, held"
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +96,11 @@ async def endpoint(s3_env: dict[str, str], tmp_path_factory: pytest.TempPathFact
     config = EndpointConfig(
         max_workers=WORKERS,
         idle_timeout_s=120,
-        worker_env={**s3_env, "OMP_NUM_THREADS": "1", "POPCON_RUNPOD_HANDLER_CONCURRENCY": "1"},
+        worker_env={
+            **s3_env,
+            "OMP_NUM_THREADS": "1",
+            "POPCON_RUNPOD_HANDLER_CONCURRENCY": str(SETTINGS.runpod_handler_concurrency),
+        },
         log_dir=tmp_path_factory.mktemp("runpod-workers"),
     )
     async with RunPodStandIn(config) as running:
@@ -154,13 +165,18 @@ async def runpod_stack(
     await dispatcher.aclose()
 
 
+def keys_of(job: Job) -> list[str]:
+    """The output keys of a job's candidates (none for a describe job)."""
+    request = job.input["request"]
+    return list(request.get("output_keys") or [request.get("output_key", "")])
+
+
 def jobs_of(endpoint: RunPodStandIn, set_id: str) -> list[Job]:
-    return endpoint.submitted(lambda job: f"/{set_id}/" in job.input["request"].get("output_key", ""))
+    return endpoint.submitted(lambda job: any(f"/{set_id}/" in key for key in keys_of(job)))
 
 
-def output_key(job: Job) -> str:
-    key: str = job.input["request"]["output_key"]
-    return key
+def all_keys(jobs: list[Job]) -> list[str]:
+    return [key for job in jobs for key in keys_of(job)]
 
 
 async def start(stack: RunPodStack, set_id: str) -> None:
@@ -186,8 +202,9 @@ async def test_a_set_completes_with_every_candidate_matted_exactly_once_on_runpo
         assert candidate.matte is not None and candidate.matte.uri.startswith("s3://emoji/e2e/")
         runpod_stack.store.get(candidate.matte)  # the worker process wrote it where everyone reads it
     jobs = jobs_of(endpoint, set_id)
-    assert len(jobs) == len(candidates) and len({output_key(job) for job in jobs}) == len(candidates)
-    assert all(job.status == COMPLETED and job.takes == 1 for job in jobs), "one job per candidate, run once"
+    assert len(jobs) == FRAMES, "one job per slot"
+    assert len(all_keys(jobs)) == len(set(all_keys(jobs))) == len(candidates), "each candidate in one job"
+    assert all(job.status == COMPLETED and job.takes == 1 for job in jobs), "each job run once"
     history = await runpod_stack.client.get_workflow_handle(set_id).fetch_history()
     attempts = [
         event.activity_task_started_event_attributes.attempt
@@ -210,13 +227,13 @@ async def test_a_worker_lost_mid_job_times_out_and_the_retry_runs_a_new_job(
     candidates = [c for _, frame in state.frames() for c in frame.candidates]
     assert all(c.status is CandidateStatus.READY for c in candidates) and len(candidates) >= FRAMES + 2
     jobs = jobs_of(endpoint, set_id)
-    [lost] = [job for job in jobs if job.status == TIMED_OUT]
+    lost = [job for job in jobs if job.status == TIMED_OUT]
     completed = [job for job in jobs if job.status == COMPLETED]
-    assert len(jobs) == len(candidates) + 1 and len(completed) == len(candidates)
-    assert {output_key(job) for job in completed} == {output_key(job) for job in jobs}, "nothing lost"
-    assert next(job for job in completed if output_key(job) == output_key(lost)).takes == 1
+    assert lost and len(jobs) == len(lost) + len(completed), "the killed worker's jobs timed out, the rest completed"
+    assert sorted(all_keys(completed)) == sorted(set(all_keys(jobs))), "nothing lost, nothing matted twice"
+    assert all(job.takes == 1 for job in completed)
     killed = next(worker for worker in endpoint.worker_history if worker.exit_code == -9)
-    assert lost.worker_id == killed.id
+    assert {job.worker_id for job in lost} == {killed.id}
 
 
 async def test_cancelling_the_set_cancels_its_runpod_jobs(runpod_stack: RunPodStack, set_id: str) -> None:
@@ -224,8 +241,8 @@ async def test_cancelling_the_set_cancels_its_runpod_jobs(runpod_stack: RunPodSt
     endpoint.pause()
     try:
         await start(runpod_stack, set_id)
-        await endpoint.wait_until(lambda: len(jobs_of(endpoint, set_id)) == WORKERS)
-        assert {job.status for job in jobs_of(endpoint, set_id)} == {IN_QUEUE}, "the slots' jobs fill the endpoint"
+        await endpoint.wait_until(lambda: len(jobs_of(endpoint, set_id)) == FRAMES)
+        assert {job.status for job in jobs_of(endpoint, set_id)} == {IN_QUEUE}, "every slot's job is submitted"
 
         await runpod_stack.sets.cancel(set_id, reason="changed my mind")
         result = await runpod_stack.sets.result(set_id)
@@ -235,7 +252,7 @@ async def test_cancelling_the_set_cancels_its_runpod_jobs(runpod_stack: RunPodSt
 
     assert result.status == "cancelled"
     jobs = jobs_of(endpoint, set_id)
-    assert len(jobs) == WORKERS and all(job.takes == 0 for job in jobs), "cancelled in the queue, none ran"
+    assert len(jobs) == FRAMES and all(job.takes == 0 for job in jobs), "cancelled in the queue, none ran"
 
 
 def api_of(endpoint: RunPodStandIn) -> RunPodApi:
@@ -347,3 +364,98 @@ async def test_worker_processes_load_their_engines_before_taking_jobs(endpoint: 
     for job in jobs:
         log = worker_log_of(endpoint, job.worker_id or "").read_text()
         assert log.index('"msg": "cold start done"') < log.index(f"{job.id} | Started."), "engines load first"
+
+
+async def finished(endpoint: RunPodStandIn, job_id: str) -> Job:
+    await endpoint.wait_until(lambda: endpoint.jobs[job_id].status in FINISHED, timeout=30)
+    return endpoint.jobs[job_id]
+
+
+async def test_a_slot_job_on_a_worker_gives_each_candidate_its_own_result(runpod_stack: RunPodStack) -> None:
+    store = runpod_stack.store
+    sticker = store.put("direct/sticker.png", sticker_png(), "image/png", width=64, height=64)
+    corrupt = store.put("direct/corrupt.png", b"not an image", "image/png")
+    request = MatteSlotInput(
+        pipeline="classical", candidates=[sticker, corrupt], output_keys=["direct/0.png", "direct/1.png"]
+    )
+    api = api_of(runpod_stack.endpoint)
+    try:
+        submitted = await api.run(
+            MatteSlotJob(op="matte_slot", request=request).model_dump(mode="json"),
+            execution_timeout_ms=60_000,
+            ttl_ms=60_000,
+        )
+    finally:
+        await api.aclose()
+    job = await finished(runpod_stack.endpoint, submitted.id)
+
+    assert job.status == COMPLETED, job.report()
+    output = MatteSlotJobOutput.model_validate(job.output)
+    assert output.results[0].output is not None and output.results[1].failure is FailureType.CORRUPT_IMAGE
+    store.get(output.results[0].output.matte)
+
+
+def slot_job(source: ArtifactRef, name: str) -> dict[str, object]:
+    request = MatteSlotInput(pipeline="gated", candidates=[source], output_keys=[f"{name}/matte.png"])
+    return MatteSlotJob(op="matte_slot", request=request).model_dump(mode="json")
+
+
+async def let_one_frame_through(fifo: Path) -> None:
+    """Wait until a frame is on the gated step (it opened the pipe), then let it go."""
+    writer = await open_for_writing_once_read(fifo)
+    with os.fdopen(writer, "wb") as pipe:
+        pipe.write(b"x")
+
+
+async def test_a_worker_holds_a_second_job_while_the_first_is_on_its_gpu_and_a_stopped_one_never_runs(
+    tmp_path: Path,
+) -> None:
+    # One worker holding two jobs; its GPU step waits on a named pipe, so a frame stays on the GPU until this test
+    # lets it go, however fast the CPU.
+    store = FileArtifactStore(tmp_path / "artifacts")
+    (tmp_path / "workers").mkdir()
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    config = EndpointConfig(
+        max_workers=1,
+        worker_command=GATED_HANDLER_COMMAND,
+        worker_env={
+            "POPCON_ARTIFACT_ROOT": store.root.as_uri(),
+            "OMP_NUM_THREADS": "1",
+            "POPCON_RUNPOD_HANDLER_CONCURRENCY": "2",
+            GATE_FIFO_ENV: str(gate),
+        },
+        log_dir=tmp_path / "workers",
+    )
+    source = store.put("source.png", sticker_png(), "image/png", width=64, height=64)
+
+    async with RunPodStandIn(config) as endpoint:
+        api = api_of(endpoint)
+        try:
+            first = await api.run(slot_job(source, "first"), execution_timeout_ms=60_000, ttl_ms=60_000)
+            writer = await open_for_writing_once_read(gate, timeout=60)  # the first job's frame is on the GPU
+            try:
+                second = await api.run(slot_job(source, "second"), execution_timeout_ms=60_000, ttl_ms=60_000)
+                await endpoint.wait_until(lambda: endpoint.jobs[second.id].status == IN_PROGRESS)
+                assert endpoint.jobs[first.id].status == IN_PROGRESS, "taken while the first is on the GPU"
+                assert endpoint.jobs[second.id].worker_id == endpoint.jobs[first.id].worker_id
+
+                await api.cancel(second.id)  # stopped while it waits for the GPU
+                worker_log = worker_log_of(endpoint, endpoint.jobs[second.id].worker_id or "")
+                await endpoint.wait_until(lambda: f"{second.id} | Job stopped." in worker_log.read_text())
+            finally:
+                with os.fdopen(writer, "wb") as pipe:
+                    pipe.write(b"x")
+            first_job = await finished(endpoint, first.id)
+            # The stopped job gave its turn up: the next frame on the GPU is the third job's, and one byte lets it
+            # finish (were the stopped job's frame next, the third would wait for a second byte and time out).
+            third = await api.run(slot_job(source, "third"), execution_timeout_ms=60_000, ttl_ms=60_000)
+            await let_one_frame_through(gate)
+            third_job = await finished(endpoint, third.id)
+        finally:
+            await api.aclose()
+
+    assert first_job.status == COMPLETED and third_job.status == COMPLETED
+    assert endpoint.jobs[second.id].status == CANCELLED and endpoint.jobs[second.id].output is None
+    assert endpoint.dropped_results == 0, "the stopped job posted no result"
+    assert (store.root / "third" / "matte.png").exists() and not (store.root / "second" / "matte.png").exists()

@@ -1,4 +1,7 @@
-"""The RunPod handler called as RunPod's worker loop calls it: ``await handler({"id", "input"})`` -> output or error."""
+"""The RunPod handler called as RunPod's worker loop calls it: ``await handler({"id", "input"})`` -> output or error.
+
+The worker loop runs the jobs a worker holds side by side, each as its own ``handle`` call: several here are
+``asyncio.gather``-ed, and a stopped job is a cancelled call."""
 
 from __future__ import annotations
 
@@ -6,9 +9,7 @@ import asyncio
 import base64
 import hashlib
 import io
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +19,13 @@ from PIL import Image
 
 from core.artifacts import ArtifactStore, FileArtifactStore
 from gpu_activity_worker.engines import StepRegistry, StepSpec, builtin_steps
-from gpu_activity_worker.engines.base import MatteState, StepContext, StepRole
+from gpu_activity_worker.engines.base import StepContext, StepRole
 from gpu_activity_worker.pipeline import Pipelines
 from gpu_activity_worker.runpod.handler import MattingHandler
-from gpu_activity_worker.runpod.jobs import INLINE_SCHEME, MatteJobOutput, parse_job_error
+from gpu_activity_worker.runpod.jobs import INLINE_SCHEME, MatteJobOutput, MatteSlotJobOutput, parse_job_error
+from testkit.held_step import HeldStep
 from testkit.images import sticker_png
-from workflows.contract import ArtifactRef, FailureType, MatteFrameInput, PipelineDescription
+from workflows.contract import ArtifactRef, FailureType, MatteFrameInput, MatteSlotInput, PipelineDescription
 
 INLINE_LIMIT = 4_000_000
 
@@ -41,6 +43,9 @@ class NoStore:
 
     def get(self, ref: ArtifactRef) -> bytes:
         raise AssertionError(f"an inline job read {ref.uri} from the store")
+
+    def find(self, key: str) -> bytes | None:
+        raise AssertionError(f"an inline job looked for {key} in the store")
 
     def put(
         self, key: str, data: bytes, media_type: str, *, width: int | None = None, height: int | None = None
@@ -205,39 +210,150 @@ async def test_inline_bytes_that_do_not_match_the_reference_are_rejected() -> No
     assert error_type(garbled) == "CorruptImage"
 
 
-@dataclass
-class MeetingStep:
-    """A stand-in coarse step that lets frames through only together: all ``meet.parties`` of them at once, or none.
-
-    Frames that do not run at the same time never meet: the barrier times out and their jobs fail.
-    """
-
-    meet: threading.Barrier
-    device: str = "cpu"
-    precision: str = "fp32"
-    threads: list[str] = field(default_factory=list)
-
-    def apply(self, state: MatteState) -> MatteState:
-        self.threads.append(threading.current_thread().name)
-        self.meet.wait()
-        return MatteState(image=state.image, alpha=np.ones(state.image.shape[:2], dtype=np.float32))
+# --- Slot jobs: several candidates, one result each -----------------------------------------------------------------
 
 
-async def test_the_worker_loop_takes_as_many_jobs_as_the_handler_has_threads(
-    handler: MattingHandler, store: FileArtifactStore, steps: StepRegistry
+def slot_job(sources: list[ArtifactRef], pipeline: str = "classical", **extra: Any) -> dict[str, Any]:
+    request = MatteSlotInput(
+        pipeline=pipeline, candidates=sources, output_keys=[f"sets/s/wave/0/{i}/matte.png" for i in range(len(sources))]
+    )
+    return {"id": "slot-job", "input": {"op": "matte_slot", "request": request.model_dump(mode="json"), **extra}}
+
+
+async def test_a_slot_job_gives_each_candidate_its_own_result(
+    handler: MattingHandler, store: FileArtifactStore
 ) -> None:
-    jobs = handler.concurrency(1)
-    assert jobs == 2, "the handler fixture runs two jobs at once"
-    step = MeetingStep(threading.Barrier(jobs, timeout=30))
-    steps.register(StepSpec("meeting", StepRole.COARSE, lambda variant, context: step))
-    source = store.put("sticker.png", sticker_png(), "image/png", width=64, height=64)
+    sticker = store.put("sticker.png", sticker_png(), "image/png", width=64, height=64)
+    corrupt = store.put("corrupt.png", b"not an image", "image/png")
+    noise = store.put("noise.png", noise_png(), "image/png")
 
-    results = await asyncio.gather(
-        *(handler.handle(matte_job(source, "meeting", output_key=f"meeting/{job}.png")) for job in range(jobs))
-    )
+    output = MatteSlotJobOutput.model_validate(await handler.handle(slot_job([sticker, corrupt, noise, sticker])))
 
-    assert all("error" not in result for result in results), f"the jobs did not all run at once: {results}"
-    assert [MatteJobOutput.model_validate(result).result.pipeline for result in results] == ["meeting"] * jobs
-    assert len(set(step.threads)) == jobs and all(name.startswith("runpod-job") for name in step.threads), (
-        "each job ran on a thread of the handler's own pool"
-    )
+    assert [result.failure for result in output.results] == [
+        None,
+        FailureType.CORRUPT_IMAGE,
+        FailureType.UNSUPPORTED_IMAGE,
+        None,
+    ], "a failure no retry fixes is that candidate's own; the others are matted"
+    assert output.inline_mattes is None
+    for index in (0, 3):
+        matte = output.results[index].output
+        assert matte is not None and matte.matte.uri.endswith(f"sets/s/wave/0/{index}/matte.png")
+        store.get(matte.matte)
+
+
+async def test_a_slot_job_fails_whole_for_a_failure_a_retry_may_fix(
+    handler: MattingHandler, store: FileArtifactStore
+) -> None:
+    sticker = store.put("sticker.png", sticker_png(), "image/png")
+    missing = sticker.model_copy(update={"uri": (Path(store.root) / "gone.png").as_uri()})
+
+    result = await handler.handle(slot_job([sticker, missing]))
+
+    assert error_type(result) == "ArtifactError", "the dispatcher retries the job's candidates"
+
+
+async def test_an_inline_slot_job_brings_its_sources_and_takes_each_matte_back() -> None:
+    small, large = sticker_png(32), sticker_png(96)
+    sources = [
+        ArtifactRef(
+            uri=f"file:///dispatcher/{i}.png",
+            sha256=hashlib.sha256(data).hexdigest(),
+            size_bytes=len(data),
+            media_type="image/png",
+        )
+        for i, data in enumerate((small, large))
+    ]
+    encoded = [base64.b64encode(data).decode() for data in (small, large)]
+    limit = len(encoded[1])  # the large source fits, its RGBA matte does not
+
+    for handler in handler_for(NoStore(), inline_max_bytes=limit):
+        output = MatteSlotJobOutput.model_validate(await handler.handle(slot_job(sources, inline_sources=encoded)))
+
+    assert output.inline_mattes is not None and output.inline_mattes[1] is None
+    matte = base64.b64decode(output.inline_mattes[0] or "")
+    first = output.results[0].output
+    assert first is not None and first.matte.uri == f"{INLINE_SCHEME}sets/s/wave/0/0/matte.png"
+    assert first.matte.sha256 == hashlib.sha256(matte).hexdigest()
+    assert output.results[1].failure is FailureType.UNSUPPORTED_IMAGE, "the matte over the limit fails only itself"
+    assert "inline limit" in (output.results[1].error or "")
+
+
+# --- Jobs held at once, one on the GPU ------------------------------------------------------------------------------
+
+
+def coloured_png(red: int) -> bytes:
+    """A flat image whose red value names it in :class:`HeldStep`'s record."""
+    buffer = io.BytesIO()
+    Image.new("RGB", (16, 16), (red, 0, 0)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+class CountingStore(FileArtifactStore):
+    """A file store that counts the sources read."""
+
+    reads = 0
+
+    def get(self, ref: ArtifactRef) -> bytes:
+        self.reads += 1
+        return super().get(ref)
+
+
+@pytest.fixture
+def held(steps: StepRegistry) -> HeldStep:
+    """The ``held`` step: the test lets each image leave the GPU (:class:`HeldStep`)."""
+    step = HeldStep()
+    steps.register(StepSpec("held", StepRole.COARSE, lambda variant, context: step))
+    return step
+
+
+async def until(condition: Any) -> None:
+    async with asyncio.timeout(20):
+        while not condition():
+            await asyncio.sleep(0.01)
+
+
+async def test_jobs_held_at_once_read_their_sources_while_one_runs_on_the_gpu(
+    tmp_path: Path, steps: StepRegistry, held: HeldStep
+) -> None:
+    store = CountingStore(tmp_path / "counting")
+    sources = [store.put(f"{red}.png", coloured_png(red), "image/png") for red in (10, 20)]
+    for handler in handler_for(store, steps=steps):
+        assert handler.concurrency(1) == 2, "the worker loop holds two jobs"
+        jobs = [
+            asyncio.create_task(handler.handle(matte_job(source, "held", output_key=f"{i}.png")))
+            for i, source in enumerate(sources)
+        ]
+
+        await until(lambda: store.reads == 2 and held.running == 1)
+        assert len(held.entered) == 1, "the second job has its source and waits for the GPU"
+        held.release.release()
+        await until(lambda: len(held.entered) == 2)
+        held.release.release()
+        results = await asyncio.gather(*jobs)
+
+    assert all("error" not in result for result in results), results
+    assert held.peak == 1, "one job's frames on the GPU at a time"
+
+
+async def test_a_job_stopped_while_it_waits_for_the_gpu_gives_its_turn_up(
+    tmp_path: Path, steps: StepRegistry, held: HeldStep
+) -> None:
+    store = CountingStore(tmp_path / "counting")
+    first, stopped, after = (store.put(f"{red}.png", coloured_png(red), "image/png") for red in (10, 20, 30))
+    for handler in handler_for(store, steps=steps):
+        running = asyncio.create_task(handler.handle(slot_job([first], "held")))
+        await until(lambda: held.running == 1)
+        waiting = asyncio.create_task(handler.handle(slot_job([stopped], "held")))
+        await until(lambda: store.reads == 2)  # read: on its way to the GPU, or waiting there
+        waiting.cancel()  # what RunPod's worker loop does to a job it is told to stop
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        held.release.release()
+        assert "error" not in await running
+        following = asyncio.create_task(handler.handle(slot_job([after], "held")))
+        await until(lambda: held.running == 1)
+        held.release.release()
+        assert "error" not in await following
+
+    assert held.entered == [10, 30], "the stopped job never ran; the next one took the GPU after the first"
