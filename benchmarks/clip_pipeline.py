@@ -40,7 +40,7 @@ from activities.generation.base import GeneratedClip, GeneratedImage
 from activities.generation.procedural import ProceduralGenerator
 from activities.settings import OrchestrationSettings
 from activities.worker import build_worker
-from benchmarks.dispatch import sleep_steps
+from benchmarks.sleep_engine import sleep_steps
 from core.artifacts import FileArtifactStore
 from gpu_activity_worker.settings import GpuWorkerSettings
 from gpu_activity_worker.worker import build_gpu_worker

@@ -27,28 +27,25 @@ import math
 import statistics
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-import numpy as np
 from temporalio import activity
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
 from activities.settings import OrchestrationSettings
 from activities.worker import build_worker
+from benchmarks.sleep_engine import sleep_steps
 from core.artifacts import FileArtifactStore, open_store
 from core.connection import connect
 from core.observability import configure_logging
 from core.serve import serve_until_signalled
 from core.settings import ArtifactSettings, TemporalSettings
 from gpu_activity_worker.activities import MattingActivities
-from gpu_activity_worker.engines import StepRegistry, StepSpec, builtin_steps
-from gpu_activity_worker.engines.base import MatteState, StepContext, StepRole
 from gpu_activity_worker.pipeline import Pipelines
 from gpu_activity_worker.settings import GpuWorkerSettings
 from gpu_activity_worker.worker import build_gpu_worker
@@ -70,33 +67,6 @@ SLOTS, NEIGHBOURS = 12, 2
 """Frame slots of the set (its one action's frames) and clip frames kept either side of each chosen one."""
 CANDIDATES = 2 * NEIGHBOURS + 1
 """Candidates per slot (one take): the chosen frame and its neighbours."""
-
-
-class SleepStep:
-    """A stand-in GPU engine: a plain threshold alpha (a few microseconds), then ``latency`` seconds of sleep per
-    candidate, so that its time on the GPU is the latency and nothing else."""
-
-    device, precision = "cpu", "fp32"
-
-    def __init__(self, latency_s: float) -> None:
-        self.latency_s = latency_s
-
-    def apply(self, state: MatteState) -> MatteState:
-        distance = np.abs(state.image - state.image[0, 0])
-        alpha = (distance[..., 0] + distance[..., 1] + distance[..., 2] > 0.1).astype(np.float32)
-        time.sleep(self.latency_s)
-        return MatteState(image=state.image, alpha=alpha)
-
-
-def _create_sleep_step(variant: str | None, context: StepContext) -> SleepStep:
-    return SleepStep(int(variant or "500") / 1000)
-
-
-def sleep_steps() -> StepRegistry:
-    """The built-in steps and ``sleep:<latency ms>``, the stand-in GPU engine."""
-    steps = builtin_steps()
-    steps.register(StepSpec("sleep", StepRole.COARSE, _create_sleep_step, variants=None, summary="benchmark stand-in"))
-    return steps
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,8 @@ from temporalio.client import Client
 
 from activities.settings import OrchestrationSettings
 from activities.worker import build_worker
-from benchmarks.dispatch import CANDIDATES, SLOTS, run_set, sleep_steps
+from benchmarks.dispatch import CANDIDATES, SLOTS, run_set
+from benchmarks.sleep_engine import sleep_steps
 from core.artifacts import open_store
 from core.settings import ArtifactSettings
 from gpu_activity_worker.runpod.dispatcher import build_dispatcher_worker
@@ -53,7 +54,7 @@ from testkit.servers import start_throwaway_server
 HANDLER_COMMAND = (
     sys.executable,
     "-c",
-    "from benchmarks.dispatch import sleep_steps; from gpu_activity_worker.runpod.handler import main; "
+    "from benchmarks.sleep_engine import sleep_steps; from gpu_activity_worker.runpod.handler import main; "
     "main(sleep_steps())",
 )
 """An endpoint worker: our real handler, with the ``sleep`` engine of benchmarks.dispatch."""

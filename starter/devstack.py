@@ -166,9 +166,9 @@ class DevStack:
                 continue
             os.kill(pid, signal.SIGTERM)
             deadline = time.monotonic() + timeout_s
-            while time.monotonic() < deadline and _alive(pid):
+            while time.monotonic() < deadline and process_alive(pid):
                 time.sleep(0.1)
-            if _alive(pid):
+            if process_alive(pid):
                 os.kill(pid, signal.SIGKILL)
             self._pid_file(service.name).unlink(missing_ok=True)
             stopped.append(service.name)
@@ -188,7 +188,8 @@ class DevStack:
         self._pid_file(service.name).write_text(str(process.pid))
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a child that exited is reaped, so a zombie counts as gone)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

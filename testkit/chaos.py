@@ -40,7 +40,7 @@ import core.artifacts
 from core.connection import connect
 from core.settings import PROJECT_DIR
 from starter.client import EmojiSetClient
-from starter.devstack import DevStack, DevStackSettings, Service
+from starter.devstack import DevStack, DevStackSettings, Service, process_alive
 from workflows import keys
 from workflows.contract import (
     ActivityName,
@@ -189,7 +189,7 @@ class ChaosStack(DevStack):
             if process is not None and process.pid == pid:
                 if process.poll() is not None:
                     break
-            elif not _pid_alive(pid):
+            elif not process_alive(pid):
                 break
             if time.monotonic() > deadline:
                 os.kill(pid, signal.SIGKILL)
@@ -239,18 +239,6 @@ class ChaosStack(DevStack):
     def logs(self, name: str) -> str:
         path = self.log_dir / f"{name}.log"
         return path.read_text(errors="replace") if path.exists() else ""
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with contextlib.suppress(ChildProcessError):
-        finished, _ = os.waitpid(pid, os.WNOHANG)
-        if finished:
-            return False
-    return True
 
 
 def worker_starts(log: str, since: datetime) -> list[tuple[datetime, datetime | None]]:

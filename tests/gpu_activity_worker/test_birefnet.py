@@ -6,7 +6,6 @@ import itertools
 import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +19,8 @@ from gpu_activity_worker.engines import birefnet, builtin_steps
 from gpu_activity_worker.engines.base import InvalidPipelineError, MatteState, StepContext
 from gpu_activity_worker.engines.birefnet import BiRefNetStep, create_step, load_model
 from gpu_activity_worker.pipeline import Pipelines
-from gpu_activity_worker.weights import CATALOGUE, HubSnapshot, WeightsMissingError
+from gpu_activity_worker.weights import WeightsMissingError
+from testkit.weights import unpinned
 
 CONFIG_SOURCE = """
 from transformers import PretrainedConfig
@@ -89,12 +89,7 @@ _SERIAL = itertools.count()
 
 @pytest.fixture(scope="module", autouse=True)
 def stand_in_weights_are_unpinned() -> Iterator[None]:
-    """The models built here are not the published weights: drop the catalogue's digests of this engine's entries for
-    the module, so ``require`` loads them unverified (test_weights checks the verification itself)."""
-    with pytest.MonkeyPatch.context() as patch:
-        for name, entry in list(CATALOGUE.items()):
-            if entry.engine == "birefnet" and isinstance(entry.source, HubSnapshot):
-                patch.setitem(CATALOGUE, name, replace(entry, source=replace(entry.source, sha256={})))
+    with unpinned("birefnet"):
         yield
 
 

@@ -11,7 +11,6 @@ import os
 import socket
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +24,7 @@ from gpu_activity_worker.engines import rembg as engine
 from gpu_activity_worker.engines.base import InvalidPipelineError, MatteState, MattingError, StepContext, StepRole
 from gpu_activity_worker.pipeline import Pipelines
 from gpu_activity_worker.weights import CATALOGUE, UrlFile, WeightsMissingError
+from testkit.weights import unpinned
 
 DISC_COLOUR = np.array([0.2, 0.1, 0.3])
 
@@ -35,12 +35,7 @@ class NetworkUsed(AssertionError):
 
 @pytest.fixture(scope="module", autouse=True)
 def stand_in_weights_are_unpinned() -> Iterator[None]:
-    """The models built here are not the published weights: drop the catalogue's digests of this engine's entries for
-    the module, so ``require`` loads them unverified (test_weights checks the verification itself)."""
-    with pytest.MonkeyPatch.context() as patch:
-        for name, entry in list(CATALOGUE.items()):
-            if entry.engine == "rembg" and isinstance(entry.source, UrlFile):
-                patch.setitem(CATALOGUE, name, replace(entry, source=replace(entry.source, sha256=None, md5=None)))
+    with unpinned("rembg"):
         yield
 
 

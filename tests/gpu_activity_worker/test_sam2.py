@@ -36,7 +36,8 @@ from gpu_activity_worker.engines.sam2 import (
     refine_alpha,
 )
 from gpu_activity_worker.pipeline import Pipelines
-from gpu_activity_worker.weights import CATALOGUE, UrlFile, WeightsMissingError
+from gpu_activity_worker.weights import WeightsMissingError
+from testkit.weights import unpinned
 
 SIZE = 96
 
@@ -52,12 +53,7 @@ def one_torch_thread() -> Iterator[None]:
 
 @pytest.fixture(scope="module", autouse=True)
 def stand_in_weights_are_unpinned() -> Iterator[None]:
-    """The models built here are not the published weights: drop the catalogue's digests of this engine's entries for
-    the module, so ``require`` loads them unverified (test_weights checks the verification itself)."""
-    with pytest.MonkeyPatch.context() as patch:
-        for name, entry in list(CATALOGUE.items()):
-            if entry.engine == "sam2" and isinstance(entry.source, UrlFile):
-                patch.setitem(CATALOGUE, name, replace(entry, source=replace(entry.source, sha256=None, md5=None)))
+    with unpinned("sam2"):
         yield
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +24,8 @@ from gpu_activity_worker.engines.vitmatte import (
     make_trimap,
 )
 from gpu_activity_worker.pipeline import Pipelines
-from gpu_activity_worker.weights import CATALOGUE, HubSnapshot, WeightsMissingError
+from gpu_activity_worker.weights import WeightsMissingError
+from testkit.weights import unpinned
 
 
 @pytest.fixture(autouse=True)
@@ -39,12 +39,7 @@ def one_thread() -> Iterator[None]:
 
 @pytest.fixture(scope="module", autouse=True)
 def stand_in_weights_are_unpinned() -> Iterator[None]:
-    """The models built here are not the published weights: drop the catalogue's digests of this engine's entries for
-    the module, so ``require`` loads them unverified (test_weights checks the verification itself)."""
-    with pytest.MonkeyPatch.context() as patch:
-        for name, entry in list(CATALOGUE.items()):
-            if entry.engine == "vitmatte" and isinstance(entry.source, HubSnapshot):
-                patch.setitem(CATALOGUE, name, replace(entry, source=replace(entry.source, sha256={})))
+    with unpinned("vitmatte"):
         yield
 
 
