@@ -118,6 +118,13 @@ _BUILTIN_STEPS = (
         "(defringe:colour keeps the alpha and only unmixes, e.g. after vitmatte)",
     ),
     StepSpec(
+        "effects",
+        StepRole.REFINER,
+        "gpu_activity_worker.engines.effects",
+        summary="restore the small effects (sparks, sweat drops, motion lines) a model's mask dropped beside the "
+        "subject; put it before defringe, e.g. birefnet+effects+defringe",
+    ),
+    StepSpec(
         "rembg",
         StepRole.COARSE,
         "gpu_activity_worker.engines.rembg",

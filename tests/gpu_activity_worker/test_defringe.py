@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import io
+from fractions import Fraction
+
+import av
 import numpy as np
 import pytest
 from scipy import ndimage
 
+from gpu_activity_worker.engines import defringe as defringe_module
 from gpu_activity_worker.engines.base import MatteState, StepContext
 from gpu_activity_worker.engines.defringe import DefringeStep, blur_fusion_foreground, create_step, defringe
 from testkit import matting_metrics as metrics
@@ -151,3 +156,47 @@ def test_colour_variant_keeps_a_fine_alpha_and_removes_the_halo(kind: str) -> No
     halo_before = metrics.halo_score(np.dstack([image, soft]), truth)
     halo_after = metrics.halo_score(np.dstack([state.foreground, soft]), truth)
     assert halo_after < halo_before / 4
+
+
+def _h264(image: np.ndarray, crf: int) -> np.ndarray:
+    """A float image through libx264 (yuv420p) at ``crf`` and back."""
+    rgb = np.rint(image * 255).astype(np.uint8)
+    buffer = io.BytesIO()
+    with av.open(buffer, mode="w", format="mp4") as container:
+        stream = container.add_stream("libx264", rate=12, options={"crf": str(crf), "preset": "veryfast"})
+        stream.width, stream.height, stream.pix_fmt = SIZE, SIZE, "yuv420p"
+        stream.codec_context.thread_count = 1
+        frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuv420p")
+        frame.pts, frame.time_base = 0, Fraction(1, 12)
+        container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+    with av.open(io.BytesIO(buffer.getvalue()), mode="r") as container:
+        decoded = next(container.decode(container.streams.video[0])).to_ndarray(format="rgb24")
+    return (decoded / 255).astype(np.float32)
+
+
+@pytest.mark.parametrize("crf", [18, 23, 28])
+def test_codec_ringing_beside_the_edge_does_not_become_alpha(crf: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """H.264 echoes the dark outline a few pixels out on white; the dead zone widens with the ringing it measures."""
+    foreground, alpha = _subject()
+    image = _h264(_image(foreground, alpha, "white"), crf)
+    coarse = (alpha >= 0.5).astype(np.float32)
+    beside = (ndimage.distance_transform_edt(alpha == 0.0) >= 2) & (ndimage.distance_transform_edt(alpha == 0.0) <= 5)
+
+    refined, _ = defringe(image, coarse, None)
+    monkeypatch.setattr(defringe_module, "RINGING_DEAD_ZONE", 0.0)
+    fixed_dead_zone, _ = defringe(image, coarse, None)
+
+    assert refined[beside].sum() < 0.5 * fixed_dead_zone[beside].sum()
+    assert metrics.sad(refined, alpha) < metrics.sad(fixed_dead_zone, alpha)
+
+
+def test_a_clean_drawing_measures_no_ringing() -> None:
+    foreground, alpha = _subject()
+    image = _image(foreground, alpha, "white")
+    white = defringe_module.background_around(image, alpha)
+    assert white is not None
+    depth = defringe_module._signed_depth(alpha >= 0.5)
+
+    assert defringe_module._ringing(image, white, depth) == 0.0
+    assert defringe_module._ringing(_h264(image, 23), white, depth) > 0.05

@@ -96,7 +96,7 @@ def test_unknown_step_names_the_known_steps_and_aliases() -> None:
 
     message = str(caught.value)
     assert "'birefnet-nope'" in message
-    assert "defringe, floodfill" in message
+    assert "defringe, effects, floodfill" in message
     assert "classical = floodfill+defringe" in message
     assert isinstance(caught.value, ValueError)
 
@@ -126,7 +126,8 @@ def test_registry() -> None:
     registry = builtin_steps()
     with pytest.raises(ValueError, match="already registered"):
         registry.register(StepSpec("floodfill", StepRole.COARSE, "gpu_activity_worker.engines.classical"))
-    with pytest.raises(UnknownPipelineError, match="known steps: birefnet, defringe, floodfill, rembg, sam2, vitmatte"):
+    known = "known steps: birefnet, defringe, effects, floodfill, rembg, sam2, vitmatte"
+    with pytest.raises(UnknownPipelineError, match=known):
         registry.spec("nope")
     step = registry.spec("floodfill").load_factory()(None, StepContext())
     assert (step.device, step.precision) == ("cpu", "fp32")

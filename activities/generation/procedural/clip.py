@@ -71,6 +71,9 @@ class RenderedClip:
         rgb: The frames as encoded, defects included (N x H x W x 3, uint8).
         clean: The same frames undamaged (N x H x W x 3, uint8).
         alpha: The true alpha of the undamaged frames (N x H x W, float32, 0..1).
+        effect_alpha: The part of ``alpha`` that the effects around the character add (sparkles, sweat drops,
+            motion lines; N x H x W, float32, 0..1): ``alpha - effect_alpha`` is the character alone. Zero for an
+            uploaded character's clip, whose frames are a warped picture.
         defects: The damaged frames' defects, by frame index.
         fps: The frame rate.
     """
@@ -78,6 +81,7 @@ class RenderedClip:
     rgb: NDArray[np.uint8]
     clean: NDArray[np.uint8]
     alpha: NDArray[np.float32]
+    effect_alpha: NDArray[np.float32]
     defects: dict[int, Defect]
     fps: int
 
@@ -145,9 +149,17 @@ def render_clip(request: GenerateClipInput, start_frame: bytes) -> RenderedClip:
         rgb=np.stack([frame.rgb for frame in frames]),
         clean=np.stack([frame.clean for frame in frames]),
         alpha=np.stack([frame.layers.alpha for frame in frames]).astype(np.float32),
+        effect_alpha=np.stack([_effect_alpha(frame.layers) for frame in frames]).astype(np.float32),
         defects={frame.index: frame.defect for frame in frames if frame.defect is not None},
         fps=request.fps,
     )
+
+
+def _effect_alpha(layers: RenderedFrame) -> NDArray[np.float32]:
+    """The alpha the frame's effects add, zero when it has none apart."""
+    if layers.effect_alpha is None:
+        return np.zeros_like(layers.alpha)
+    return layers.effect_alpha
 
 
 def encode_mp4(frames: Iterable[NDArray[np.uint8]], edge: int, fps: int) -> bytes:

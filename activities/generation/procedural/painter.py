@@ -42,7 +42,12 @@ class CharacterPainter(FacePainting, AccessoryPainting, PropPainting):
     """Paints one frame of the character, back to front, onto a canvas."""
 
     def paint(self) -> None:
-        """Paint every layer onto the canvas, back to front."""
+        """Paint every layer onto the canvas, back to front: the character, then its effects."""
+        self.paint_character()
+        self.paint_effects()
+
+    def paint_character(self) -> None:
+        """Paint the character and what it holds, back to front."""
         if self.staging.motion is Motion.WAVE:
             self.raised_arm()
         self.ears_behind()
@@ -52,7 +57,11 @@ class CharacterPainter(FacePainting, AccessoryPainting, PropPainting):
         self.face_features()
         self.accessories()
         self.arms()
+
+    def paint_effects(self) -> None:
+        """Paint what is shown around the character, over it: the action's prop and the motion's effects."""
         self.props()
+        self.motion_effects()
 
     def ears_behind(self) -> None:
         """The ears (or horns, bolts, eye bumps) behind the body, with their inner parts."""

@@ -1,7 +1,11 @@
 """Painting the arms and the action's props: arms at rest or waving, and what the character holds or shows next to it.
 
 The props are a held heart, a thumb up, tears, a sleep bubble and zzz, steam, sparkles and a question mark; those
-floating next to the character move through their own loop with the phase ``t``.
+floating next to the character move through their own loop with the phase ``t``. Some motions also draw the effects
+of a cartoon around the character, as image-to-video models do: curved motion lines beside a waving hand, speed lines
+and a sweat drop beside a shaking body, a burst of short strokes around a popping one. Effects are small blobs
+separated from the character, which segmentation models tend to drop; the renderer keeps their alpha apart
+(:attr:`.render.RenderedFrame.effect_alpha`) so matting tests can tell how many of them a pipeline kept.
 """
 
 from __future__ import annotations
@@ -66,6 +70,63 @@ class PropPainting(Brush):
         self.outlined(Box(196.0, 172.0, 14.0, 12.0, 7.0), self.body_fill)
         for y in (168.0, 175.0):
             self.fill(Segment(186.0, y, 205.0, y, self.thin(0.8)), self.outline)
+
+    def motion_effects(self) -> None:
+        """The effects the motion draws around the character, if any."""
+        motion = self.staging.motion
+        if motion is Motion.WAVE:
+            self.wave_lines()
+        elif motion is Motion.SHAKE:
+            self.shake_lines()
+            self.sweat_drop()
+        elif motion is Motion.POP:
+            self.burst()
+
+    def wave_lines(self) -> None:
+        """Two curved motion lines beyond the waving hand, trailing behind it as it swings."""
+        angle = -1.05 + self.pose.arm_swing
+        trailing = -math.copysign(0.2, math.cos(2.0 * math.pi * self.t))  # the swing's velocity is cos(2 pi t)
+        centre = min(angle + trailing, -0.95)  # never out past the frame margin on the right
+        for radius, span in ((56.0, 0.24), (62.0, 0.16)):
+            self.fill(Arc(176.0, 150.0, radius, centre - span, centre + span, self.thin(1.3)), self.outline)
+
+    def shake_lines(self) -> None:
+        """Short vertical speed lines on both sides of the body, flickering with the jitter."""
+        strength = abs(math.sin(6.0 * math.pi * self.t))
+        if strength < 0.2:
+            return
+        for side in (-1.0, 1.0):
+            for dx, dy, length in ((0.0, -14.0, 9.0), (4.0, 2.0, 13.0), (0.0, 18.0, 8.0)):
+                x, y = 128.0 + side * (86.0 + dx), 150.0 + dy
+                half = 0.5 * length * (0.6 + 0.4 * strength)
+                self.fill(Segment(x, y - half, x, y + half, self.thin(1.2)), self.outline)
+
+    def sweat_drop(self) -> None:
+        """A sweat drop beside the head, top right, swelling and shrinking through the loop."""
+        size = 0.75 + 0.25 * math.sin(2.0 * math.pi * self.t)
+        x, y = 202.0, 96.0
+        drop = Union(
+            (
+                Circle(x, y, 4.6 * size),
+                Polygon(((x, y - 10.0 * size), (x - 4.2 * size, y - 1.6 * size), (x + 4.2 * size, y - 1.6 * size))),
+            )
+        )
+        self.outlined(drop, (150.0, 205.0, 250.0), width=self.thin(1.1))
+
+    def burst(self) -> None:
+        """Short strokes radiating from above each side of the head while the character pops, fading as it settles."""
+        strength = 4.0 * math.exp(-4.0 * self.t) * abs(math.sin(3.0 * math.pi * self.t))
+        if strength < 0.25:
+            return
+        length = 7.0 * min(1.0, strength)
+        for side in (-1.0, 1.0):
+            cx, cy = 128.0 + side * 70.0, 66.0
+            for theta in (-0.5, 0.0, 0.5):
+                direction = math.pi / 2.0 - side * (math.pi / 4.0 + theta)
+                ux, uy = math.cos(direction), -math.sin(direction)
+                start, end = 3.0, 3.0 + length
+                segment = Segment(cx + start * ux, cy + start * uy, cx + end * ux, cy + end * uy, self.thin(1.4))
+                self.fill(segment, (255.0, 170.0, 40.0))
 
     def props(self) -> None:
         """The action's prop next to the character, if any (the heart and thumb are drawn with the arms)."""

@@ -17,6 +17,7 @@ from scipy import ndimage
 
 from activities.generation import builtin_generators
 from activities.generation.base import GenerationRefused
+from activities.generation.drawing import Affine, Canvas
 from activities.generation.procedural import (
     DESIGN_SIZE,
     FRAMING,
@@ -46,6 +47,7 @@ from activities.generation.procedural import (
     start_frame_images,
     start_frame_variation,
 )
+from activities.generation.procedural.painter import CharacterPainter
 from activities.generation.procedural.upload import KEY_FLOOR
 from workflows.contract import (
     ActionSpec,
@@ -348,6 +350,42 @@ def test_every_kind_stays_inside_the_margin(kind: Kind) -> None:
     for name, t in (("laugh", 0.5), ("thumbs-up", 0.1), ("think", 0.25), ("sleep", 0.5), ("nod", 0.25)):
         scene = action_scene(prompt, 0, action(name), custom="", style=STYLE, seed=SEED, variation=Variation(1.1))
         assert not covers_margin(render(scene, 64, t).alpha), f"{name} at {t}"
+
+
+@pytest.mark.parametrize("name", ["wave", "no", "wink", "surprised", "sleep"])
+def test_effects_around_the_character_are_drawn_apart_with_their_own_alpha(name: str) -> None:
+    """Motion lines, sweat drops, sparkles, bursts, zzz: separate blobs, whose coverage the frame keeps apart."""
+    scene = action_scene(CAT, 0, action(name), custom="", style=STYLE, seed=SEED, variation=Variation())
+    apart = []
+    for phase in range(12):
+        frame = render(scene, 128, phase / 12)
+        alone = Canvas(128, FRAMING.then(Affine.scaling(0.5, 0.5)))
+        CharacterPainter(alone, scene, phase / 12).paint_character()
+        assert frame.effect_alpha is not None
+        assert np.allclose(frame.alpha - frame.effect_alpha, alone.alpha, atol=1e-6), "the character alone"
+        assert frame.effect_alpha.min() >= 0.0 and np.all(frame.effect_alpha <= frame.alpha + 1e-6)
+        near = ndimage.binary_dilation(alone.alpha > 0.0, iterations=2)
+        apart.append(np.count_nonzero((frame.effect_alpha >= 0.5) & ~near))
+    assert max(apart) >= 10, "at some phase an effect stands clear of the character"
+    assert render(scene, 128, 0.25).alpha.tobytes() == render(scene, 128, 0.25).alpha.tobytes(), "deterministic"
+
+
+def test_an_action_without_effects_has_no_effect_alpha() -> None:
+    scene = action_scene(CAT, 0, action("nod"), custom="", style=STYLE, seed=SEED, variation=Variation())
+    for phase in range(0, 12, 3):
+        effect_alpha = render(scene, 64, phase / 12).effect_alpha
+        assert effect_alpha is not None and not effect_alpha.any()
+
+
+def test_clip_effect_alpha_is_the_drawings_and_zero_for_an_upload() -> None:
+    chosen = start_frame(start_frame_request(action("no")))
+    clip = render_clip(clip_request(action("no"), seconds=0.5), chosen)
+    assert clip.effect_alpha.shape == clip.alpha.shape and clip.effect_alpha.dtype == np.float32
+    assert clip.effect_alpha.max() > 0.5
+
+    upload = start_frame(start_frame_request(action("no"), character=UPLOADED), png(picture_on_white()))
+    uploaded = render_clip(clip_request(action("no"), character=UPLOADED, seconds=0.5), upload)
+    assert not uploaded.effect_alpha.any()
 
 
 # --- Characters --------------------------------------------------------------------------------------------------
