@@ -7,7 +7,7 @@ GPU_STAMP := $(VENV)/.installed-gpu
 # sam2 builds an optional CUDA post-processing extension by default; the engines do not need it.
 export SAM2_BUILD_CUDA := 0
 
-.PHONY: install install-gpu demo test test-fast lint dev stop status bench clean
+.PHONY: install install-gpu chromium demo test test-fast lint dev stop status bench clean
 
 # --no-compile: byte-compiling every installed module costs about 30 s of a fresh install on two cores; Python
 # compiles the modules a process imports on first use instead.
@@ -28,11 +28,22 @@ install: $(STAMP)
 
 install-gpu: $(GPU_STAMP)
 
+# Debian's Chromium for the browser tests (Playwright cannot download its own browser here); CI runs as root. Does
+# nothing once /usr/bin/chromium exists.
+CHROMIUM := /usr/bin/chromium
+$(CHROMIUM):
+	@echo "installing Debian chromium for the browser tests"
+	@DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-liberation >/dev/null \
+		|| { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			chromium fonts-liberation >/dev/null; }
+
+chromium: $(CHROMIUM)
+
 demo: install  ## Start the local stack if needed and run a demo set into out/demo (CPU matting, no model weights)
 	$(BIN)/popcon demo --out out/demo
 
-test: install-gpu  ## Run the whole test suite, model engines included (starts its own Temporal servers)
-	TESTS_REQUIRE_GPU_EXTRA=1 $(BIN)/python -m pytest
+test: install-gpu chromium  ## Run the whole test suite, model engines and browser tests included (starts its own Temporal servers)
+	TESTS_REQUIRE_GPU_EXTRA=1 TESTS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest
 
 test-fast: install  ## The quick tier: no model engines (no GPU extra needed), no process-level end-to-end tests
 	$(BIN)/python -m pytest -m "not gpu and not slow"

@@ -9,7 +9,8 @@ cuts each frame out again and its alpha is scored against the original over the 
 pipeline and setting the report gives the means and the five worst clips, and pictures the worst; ``classical`` is
 checked against the product goals (PASS/MISS). ``classical`` runs on every setting; the reference pipelines on
 ``white`` only; model pipelines, when their weights are in the model folder (``POPCON_MODEL_DIR``), on ``white`` and
-``white+crf23``.
+``white+crf23``; ``classical+stabilise`` (``classical``, then each animation's alphas stabilised across its frames by
+:mod:`gpu_activity_worker.temporal`) on animations over ``white`` and ``white+crf23``.
 
 Each worker process runs on its own CPU core with single-threaded numeric libraries, and ``ms`` is the CPU time of the
 pipeline's ``run`` alone: the time on one core. The tables go to stdout and ``docs/matting-quality.md``, example
@@ -62,6 +63,7 @@ from gpu_activity_worker.engines.base import MatteState, MattingError, StepConte
 from gpu_activity_worker.engines.classical import FloodFillStep  # noqa: E402
 from gpu_activity_worker.pipeline import Pipelines  # noqa: E402
 from gpu_activity_worker.settings import GpuWorkerSettings  # noqa: E402
+from gpu_activity_worker.temporal import stabilise_alphas  # noqa: E402
 from gpu_activity_worker.weights import WeightsMissingError  # noqa: E402
 from testkit import matting_metrics as metrics  # noqa: E402
 
@@ -71,6 +73,9 @@ NARROW_BAND = 2
 
 MODEL_PIPELINES = ("rembg:isnet-anime+defringe", "birefnet+defringe")
 REFERENCE_PIPELINES = ("floodfill+band (ref)", "colour-to-alpha (naive)")
+STABILISED = "classical+stabilise"
+"""``classical``, then its alphas stabilised across each animation's frames (EmojiSetInput.temporal = stabilise)."""
+STABILISED_SETTINGS = ("white", "white+crf23")
 
 GOALS = (
     metrics.Goal("sad", 0.25),
@@ -262,6 +267,8 @@ def runs_on(pipeline: str, setting: Setting) -> bool:
     model pipelines (slow on a CPU) over white and white+crf23."""
     if pipeline == "classical":
         return True
+    if pipeline == STABILISED:
+        return setting.name in STABILISED_SETTINGS
     if pipeline in REFERENCE_PIPELINES:
         return setting.name == "white"
     return setting.name in ("white", "white+crf23")
@@ -303,7 +310,7 @@ def score_clip(task: Task, matters: dict[str, Matter], settings: Sequence[Settin
         for name, matter in matters.items():
             if not runs_on(name, setting):
                 continue
-            frames, alphas = [], []
+            frames, alphas, cuts = [], [], []
             for rgba, truth, band, image in zip(clip.frames, truths, bands, images, strict=True):
                 cpu, wall = time.process_time(), time.perf_counter()
                 failed = False
@@ -328,9 +335,50 @@ def score_clip(task: Task, matters: dict[str, Matter], settings: Sequence[Settin
                     )
                 )
                 alphas.append(alpha)
+                cuts.append(cut)
             flicker = metrics.dtssd(alphas, truths) if clip.animated else None
             scores[(name, setting.name)] = metrics.ClipScore(clip.name, tuple(frames), flicker)
+            if name == "classical" and clip.animated and runs_on(STABILISED, setting):
+                scores[(STABILISED, setting.name)] = _stabilised_score(
+                    clip.name, clip.frames, images, alphas, cuts, frames, setting
+                )
     return ClipResult(task, scores)
+
+
+def _stabilised_score(
+    name: str,
+    truth_frames: Sequence[np.ndarray],
+    images: Sequence[np.ndarray],
+    alphas: Sequence[np.ndarray],
+    cuts: Sequence[np.ndarray],
+    before: Sequence[metrics.FrameScore],
+    setting: Setting,
+) -> metrics.ClipScore:
+    """``classical`` on a clip with its alphas stabilised across the clip's frames (:func:`stabilise_alphas`): each
+    frame's ms is its ``classical`` time plus its share of the stabiliser's; the cut-outs keep their RGB."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    stabilised = stabilise_alphas(images, alphas)
+    share_ms = (time.process_time() - cpu) * 1000 / len(images)
+    share_wall_ms = (time.perf_counter() - wall) * 1000 / len(images)
+    truths = [rgba[..., 3] / 255 for rgba in truth_frames]
+    detailed = setting.crf is None
+    frames = []
+    for rgba, truth, alpha, cut, old in zip(truth_frames, truths, stabilised, cuts, before, strict=True):
+        stable_cut = np.dstack([cut[..., :3], _to_uint8(alpha)])
+        frames.append(
+            metrics.FrameScore(
+                sad=metrics.sad(alpha, truth),
+                mse=metrics.mse(alpha, truth),
+                pixel_accuracy=metrics.pixel_accuracy(alpha, truth),
+                halo=metrics.halo_score(stable_cut, rgba, metrics.edge_band(truth)),
+                ms=old.ms + share_ms,
+                wall_ms=old.wall_ms + share_wall_ms,
+                gradient=metrics.gradient_error(alpha, truth) if detailed else None,
+                connectivity=metrics.connectivity_error(alpha, truth) if detailed else None,
+                failed=old.failed,
+            )
+        )
+    return metrics.ClipScore(name, tuple(frames), metrics.dtssd(stabilised, truths))
 
 
 @dataclass
@@ -612,7 +660,9 @@ original's. A still is a one-frame clip.
 references: `floodfill+band (ref)` (the flood-fill hard mask, with colour-to-alpha against the fitted background in a
 +-{band} px band) and `colour-to-alpha (naive)` (GIMP-style colour-to-alpha against the *true* clean background: the
 least alpha that explains each pixel, so the white or pale parts of the subject vanish). Model pipelines run over
-`white` and `white+crf23` when their weights are in `POPCON_MODEL_DIR`.
+`white` and `white+crf23` when their weights are in `POPCON_MODEL_DIR`. `classical+stabilise` is `classical` with
+each animation's alphas then stabilised across its frames (`gpu_activity_worker.temporal`, what `temporal =
+stabilise` does to an emoji's picks), over `white` and `white+crf23`; its ms adds the stabiliser's share per frame.
 
 {skipped}
 ## Metrics

@@ -1,4 +1,5 @@
-"""GPU-queue activities with the in-process engines: check a matting pipeline, and matte a frame slot's candidates.
+"""GPU-queue activities with the in-process engines: check a matting pipeline, matte a frame slot's candidates, and
+refine cut-outs with clicks (``refine_matte``, :mod:`gpu_activity_worker.refine`).
 
 Matting runs on this worker's threads (one per activity slot) while the activity heartbeats every second, so
 Temporal can cancel a matting activity and notices a lost GPU box within the heartbeat timeout. A ``matte_slot``
@@ -27,7 +28,9 @@ from gpu_activity_worker import matting
 from gpu_activity_worker.batching import Lanes
 from gpu_activity_worker.engines.base import MattingError
 from gpu_activity_worker.pipeline import Pipelines
+from gpu_activity_worker.refine import Refiners, refine_matte
 from gpu_activity_worker.slots import FrameCancelledError, GpuGate, PrefetchSlotSupplier
+from gpu_activity_worker.temporal import stabilise_emoji
 from workflows.contract import (
     ActivityName,
     DescribePipelineInput,
@@ -35,6 +38,11 @@ from workflows.contract import (
     MatteSlotInput,
     MatteSlotOutput,
     PipelineDescription,
+    RefineMatteInput,
+    RefineMatteOutput,
+    StabiliseEmojiInput,
+    StabiliseEmojiOutput,
+    TemporalMode,
 )
 
 T = TypeVar("T")
@@ -96,6 +104,7 @@ class MattingActivities:
     ) -> None:
         self._store = store
         self._pipelines = pipelines
+        self._refiners = Refiners(pipelines)
         self.gate = GpuGate(capacity)
         """Slots on this worker's GPU, waiting for it and finishing after it."""
         self.slot_supplier = PrefetchSlotSupplier(self.gate, prefetch)
@@ -181,6 +190,56 @@ class MattingActivities:
                 "failed": sum(result.output is None for result in output.results),
                 "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
                 "gpu_wait_ms": round(turn.waited_s * 1000, 1),
+            },
+        )
+        return output
+
+    @activity.defn(name=ActivityName.REFINE_MATTE)
+    async def refine_matte(self, request: RefineMatteInput) -> RefineMatteOutput:
+        """Erase or restore the region segmented from clicks in cut-outs, store and score each new version
+        (:func:`gpu_activity_worker.refine.refine_matte`). A segmenter with a model (``sam2``) takes a GPU turn; the
+        weight-free ``clicks`` does not wait for one."""
+        started = time.perf_counter()
+        turn = _GpuTurn(self.gate)
+        try:
+            output = await self._in_thread(
+                lambda: refine_matte(request, self._store, self._refiners, turn.hold()), turn
+            )
+        finally:
+            if turn.taken:
+                self.gate.reported()
+        activity.logger.info(
+            "refined mattes",
+            extra={
+                "refiner": output.refiner,
+                "frames": len(request.frames),
+                "mode": request.mode.value,
+                "points": len(request.points),
+                "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
+            },
+        )
+        return output
+
+    @activity.defn(name=ActivityName.STABILISE_EMOJI)
+    async def stabilise_emoji(self, request: StabiliseEmojiInput) -> StabiliseEmojiOutput:
+        """Make an emoji's picked cut-outs consistent with each other and store them
+        (:func:`gpu_activity_worker.temporal.stabilise_emoji`). ``sam2`` takes a GPU turn to track the subject; the
+        weight-free ``stabilise`` does not wait for one."""
+        turn = _GpuTurn(self.gate) if request.mode is TemporalMode.SAM2 else None
+        try:
+            output = await self._in_thread(
+                lambda: stabilise_emoji(request, self._store, self._pipelines, turn.hold() if turn else None), turn
+            )
+        finally:
+            if turn is not None and turn.taken:
+                self.gate.reported()
+        activity.logger.info(
+            "stabilised emoji",
+            extra={
+                "mode": request.mode.value,
+                "frames": len(request.mattes),
+                "changed_pixels": output.changed_pixels,
+                "elapsed_ms": round(output.elapsed_ms, 1),
             },
         )
         return output

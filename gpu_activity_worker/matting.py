@@ -37,7 +37,11 @@ from workflows.contract import (
     MatteSlotInput,
     MatteSlotOutput,
     PipelineDescription,
+    TemporalMode,
 )
+
+SAM2_STEP = "sam2"
+"""The step whose model tracks the subject for ``temporal = sam2``."""
 
 RECORD_SUFFIX = ".result.json"
 
@@ -59,10 +63,16 @@ def failure_type(err: BaseException) -> FailureType:
 
 
 def describe(request: DescribePipelineInput, pipelines: Pipelines) -> PipelineDescription:
-    """Build the pipeline (loading its weights) and say where it runs."""
+    """Build the pipeline (loading its weights), and SAM 2 for ``temporal = sam2``, and say where it runs."""
     pipeline = pipelines.build(request.pipeline)
+    steps = pipeline.step_names
+    if request.temporal is TemporalMode.SAM2:
+        pipelines.step(SAM2_STEP)
+        steps = [*steps, f"temporal:{SAM2_STEP}"]
+    elif request.temporal is not TemporalMode.NONE:
+        steps = [*steps, f"temporal:{request.temporal.value}"]
     return PipelineDescription(
-        pipeline=request.pipeline, steps=pipeline.step_names, device=pipeline.device, precision=pipeline.precision
+        pipeline=request.pipeline, steps=steps, device=pipeline.device, precision=pipeline.precision
     )
 
 
@@ -270,6 +280,16 @@ def decode_rgb(data: bytes, uri: str) -> np.ndarray:
         with Image.open(io.BytesIO(data)) as image:
             image.load()
             return np.asarray(image.convert("RGB"))
+    except (UnidentifiedImageError, OSError, ValueError) as err:
+        raise CorruptImageError(f"{uri}: not a readable image ({err})") from err
+
+
+def decode_rgba(data: bytes, uri: str) -> np.ndarray:
+    """uint8 HxWx4 from image bytes (a cut-out); :class:`CorruptImageError` when they are not an image."""
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            image.load()
+            return np.asarray(image.convert("RGBA"))
     except (UnidentifiedImageError, OSError, ValueError) as err:
         raise CorruptImageError(f"{uri}: not a readable image ({err})") from err
 

@@ -190,6 +190,18 @@ class Pipelines:
                 pipeline = self._pipelines[name] = MattingPipeline(name, refs, [self._built_step(ref) for ref in refs])
             return pipeline
 
+    def step(self, name: str) -> MattingStep:
+        """One step by name (``sam2`` or ``sam2:small``), built on first use and shared with the pipelines using it
+        (behind its micro-batcher when the worker batches: the batcher's ``step`` is the step itself).
+
+        Raises:
+            PipelineError: No such step, or no such variant of it.
+        """
+        engine, _, variant = name.partition(":")
+        ref = StepRef(engine, variant or None)
+        self._spec(ref, name).check_variant(ref.variant)
+        return self._built_step(ref)
+
     def _built_step(self, ref: StepRef) -> MattingStep:
         """The step for ``ref``, built on first use (under the lock: a model loads its weights once, not per caller).
 

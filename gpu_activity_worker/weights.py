@@ -212,6 +212,23 @@ CATALOGUE: dict[str, ModelWeights] = {
                 sha256={"model.safetensors": "4417d89795250e698c3cb0ae8df15743810065f646f48a694fdfa7ca052d0815"},
             ),
         ),
+        ModelWeights(
+            # ToonOut (arXiv 2509.06839): BiRefNet fine-tuned on anime. One raw state dict, no code: it loads into the
+            # code of birefnet-general, which must be fetched too. MIT for code and weights: the model card
+            # huggingface.co/joelseytre/toonout ("License: MIT"; its training data set is CC-BY 4.0) and
+            # github.com/MatteoKartoon/BiRefNet LICENSE (its README: "MIT License (code + weights)").
+            "birefnet-toonout",
+            "birefnet",
+            "MIT (weights and code; training data set CC-BY-4.0)",
+            UrlFile(
+                "https://huggingface.co/joelseytre/toonout/resolve/cbf720eca394edcde66b861a8a8c20fbabe9c748/"
+                "birefnet_finetuned_toonout.pth",
+                "birefnet_finetuned_toonout.pth",
+                # snowyukitty/snowy-bg-remover src/snowy_bg_remover/model_specs.py (this URL at this revision); an
+                # independent ToonOut ONNX export script asserts the same digest of the file before loading it.
+                sha256="8c7f8a0bc24400f4caade76622f75ff22ca1e93e169add9d2b70093e2487fbe5",
+            ),
+        ),
         *(
             ModelWeights(
                 f"sam2.1-hiera-{size}",

@@ -49,7 +49,7 @@ def build_gpu_worker(
     worker = Worker(
         client,
         task_queue=GPU_TASK_QUEUE,
-        activities=[matting.describe_pipeline, matting.matte_slot],
+        activities=[matting.describe_pipeline, matting.matte_slot, matting.refine_matte, matting.stabilise_emoji],
         tuner=WorkerTuner.create_composite(
             workflow_supplier=unused,
             activity_supplier=matting.slot_supplier,

@@ -29,14 +29,19 @@ from workflows.contract import (
     DeadlinePolicy,
     EmojiSetInput,
     ExportTarget,
+    FrameState,
     PackageOutput,
     Phase,
     PickCandidateInput,
+    RefineFrameInput,
+    RefineMode,
+    RefinePoint,
     RegenerateActionInput,
     RegenerateFrameInput,
     RegenerateStartFrameInput,
     ReviewPolicy,
     StagePolicy,
+    UndoRefineInput,
 )
 from workflows.presets import DEFAULT_ACTIONS, PRESETS
 
@@ -325,6 +330,68 @@ def regenerate_frame(
     _run(go())
 
 
+def _point(text: str) -> RefinePoint:
+    """``x,y`` (a click on the region) or ``x,y,bg`` (a background click beside it) as a refine point."""
+    parts = [part.strip() for part in text.split(",")]
+    if len(parts) not in (2, 3) or not all(part.isdigit() for part in parts[:2]) or parts[2:] not in ([], ["bg"]):
+        raise typer.BadParameter(f"a point is 'x,y' or 'x,y,bg' in pixels of the frame, got {text!r}")
+    return RefinePoint(x=int(parts[0]), y=int(parts[1]), foreground=len(parts) == 2)
+
+
+def _refined(slot: FrameState, candidate: int) -> str:
+    refined = slot.candidate(candidate)
+    versions = len(refined.versions) if refined is not None else 0
+    score = f", score {refined.score:.2f}" if refined is not None and refined.score is not None else ""
+    return f"frame {slot.index}: candidate {candidate} picked, {versions} earlier version(s){score}"
+
+
+@app.command()
+def refine(
+    set_id: SetId,
+    emoji: str,
+    frame: int,
+    candidate: int,
+    point: Annotated[
+        list[str], typer.Option("--point", help="A click 'x,y' on the region, or 'x,y,bg' beside it; repeat.")
+    ],
+    mode: Annotated[RefineMode, typer.Option(help="erase the region, or restore it from the source frame.")],
+    following: Annotated[bool, typer.Option(help="Carry the correction through the emoji's later frames.")] = False,
+) -> None:
+    """Correct a candidate's cut-out with clicks: erase the clicked region, or restore it from the source frame."""
+
+    async def go() -> None:
+        request = RefineFrameInput(
+            emoji=emoji,
+            frame=frame,
+            candidate=candidate,
+            points=[_point(text) for text in point],
+            mode=mode,
+            following=following,
+        )
+        slot = await (await _client()).refine_frame(request, set_id=set_id)
+        console.print(f"{emoji} {_refined(slot, candidate)}")
+
+    _run(go())
+
+
+@app.command("undo-refine")
+def undo_refine(
+    set_id: SetId,
+    emoji: str,
+    frame: int,
+    candidate: int,
+    following: Annotated[bool, typer.Option(help="Also undo the later frames' picks' last refinement.")] = False,
+) -> None:
+    """Take back a candidate's last refinement."""
+
+    async def go() -> None:
+        request = UndoRefineInput(emoji=emoji, frame=frame, candidate=candidate, following=following)
+        slot = await (await _client()).undo_refine(request, set_id=set_id)
+        console.print(f"{emoji} {_refined(slot, candidate)}")
+
+    _run(go())
+
+
 async def _report(call: Callable[[EmojiSetClient], Awaitable[object]], done: str) -> None:
     await call(await _client())
     console.print(done)
@@ -424,6 +491,27 @@ def list_sets(
         console.print(table)
 
     _run(go())
+
+
+@app.command()
+def review(
+    host: Annotated[
+        str | None, typer.Option(help="Bind address (default 127.0.0.1; any other needs POPCON_REVIEW_TOKEN).")
+    ] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default 8300).")] = None,
+) -> None:
+    """Serve the review web app: start sets, follow them live, pick, regenerate, refine, approve, download."""
+    from starter.review.server import serve
+    from starter.review.settings import ReviewSettings, TokenMissing
+
+    settings = ReviewSettings()
+    bound = host or settings.review_host
+    console.print(f"review app on http://{bound}:{port or settings.review_port}/")
+    try:
+        serve(host, port, settings=settings)
+    except TokenMissing as err:
+        console.print(f"[red]error:[/red] {err}")
+        raise typer.Exit(1) from err
 
 
 @app.command()

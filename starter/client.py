@@ -63,10 +63,12 @@ from workflows.contract import (
     PickCharacterInput,
     PickStartFrameInput,
     PickTakeInput,
+    RefineFrameInput,
     RegenerateActionInput,
     RegenerateFrameInput,
     RegenerateStartFrameInput,
     TakeState,
+    UndoRefineInput,
 )
 from workflows.emoji_set import EmojiSetWorkflow
 from workflows.export_set import ExportSetWorkflow
@@ -229,6 +231,28 @@ class EmojiSetClient:
         )
         return None
 
+    async def refine_frame(self, request: RefineFrameInput, *, set_id: str) -> FrameState:
+        """Correct a matted candidate's cut-out with clicks (erase or restore the clicked region; with
+        ``following``, through the emoji's later frames too); returns the slot once refined, the refined candidate
+        its pick.
+
+        Raises:
+            MessageRejected: unknown emoji, frame or candidate, a candidate not matted yet, points outside the frame,
+                a refinement of it under way, the refinement failed, or the set is being approved (the message says
+                which).
+            SetClosed: the set has ended.
+        """
+        return await self._update_call(set_id, "refine_frame", request, FrameState)
+
+    async def undo_refine(self, request: UndoRefineInput, *, set_id: str) -> FrameState:
+        """Bring back a candidate's cut-out from before its last refinement; returns the slot.
+
+        Raises:
+            MessageRejected: nothing to undo, unknown emoji, frame or candidate, or the set is being approved.
+            SetClosed: the set has ended.
+        """
+        return await self._update_call(set_id, "undo_refine", request, FrameState)
+
     async def approve(self, set_id: str, *, reviewer: str = "") -> None:
         """Approve the set for assembly; it is assembled once the regenerations under way are done.
 
@@ -263,8 +287,8 @@ class EmojiSetClient:
             raise EmojiSetError(f"{set_id} is {state.phase.value}: only a completed set's approved picks are exported")
         emojis = []
         for action in state.actions:
-            picks = [frame.picked() for frame in action.frames]
-            frames = [pick.matte for pick in picks if pick is not None and pick.matte is not None]
+            assembled = [frame.assembled() for frame in action.frames]
+            frames = [matte for matte in assembled if matte is not None]
             emojis.append(
                 EmojiFramesRef(pose=action.name, frames=frames, frame_duration_ms=action.action.frame_duration_ms)
             )

@@ -23,17 +23,19 @@ def temporal_test_server() -> Path:
     return path
 
 
-async def start_throwaway_server(*extra_args: str) -> WorkflowEnvironment:
-    """A dev server in memory on free ports, with the search attributes and no UI.
+async def start_throwaway_server(*extra_args: str, ui_port: int | None = None) -> WorkflowEnvironment:
+    """A dev server in memory on free ports, with the search attributes and no UI (unless ``ui_port`` is given).
 
     Args:
         extra_args: More ``temporal server start-dev`` arguments, e.g. ``--dynamic-config-value K=V``.
+        ui_port: Serve the Web UI on this port.
     """
     return await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(temporal_cli()),
         search_attributes=list(sa.ALL),
         data_converter=pydantic_data_converter,
-        ui=False,
+        ui=ui_port is not None,
+        ui_port=ui_port,
         dev_server_log_level="error",
         dev_server_extra_args=list(extra_args),
     )

@@ -7,6 +7,7 @@ from core.settings import ArtifactSettings, ObservabilitySettings, PopconSetting
 from gpu_activity_worker.runpod.settings import RunPodSettings
 from gpu_activity_worker.settings import GpuWorkerSettings
 from starter.devstack import DevStackSettings
+from starter.review.settings import ReviewSettings
 
 SETTINGS_ROLES: tuple[type[PopconSettings], ...] = (
     TemporalSettings,
@@ -17,6 +18,7 @@ SETTINGS_ROLES: tuple[type[PopconSettings], ...] = (
     GpuWorkerSettings,
     RunPodSettings,
     DevStackSettings,
+    ReviewSettings,
 )
 
 

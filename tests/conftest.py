@@ -3,6 +3,10 @@
 Also the ``gpu`` tier: a test module that imports one of the gpu extra's packages is marked ``gpu`` and, on a
 checkout without that extra (``make test-fast``), left out of collection. ``make test`` sets
 ``TESTS_REQUIRE_GPU_EXTRA=1``: there a missing extra is an error, never a silent skip.
+
+And the ``browser`` tier: tests that take the ``browser`` (async) or ``sync_browser`` fixture (headless Debian Chromium
+through Playwright, ``testkit/browser.py``) are marked ``browser``; without Chromium they skip, except under
+``make test`` (``TESTS_REQUIRE_BROWSER=1``), where that fails them.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import functools
 import importlib.util
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +24,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from core.settings import ArtifactSettings
 from gpu_activity_worker.settings import GpuWorkerSettings
+from testkit import browser as browsers
+from testkit.browser import BrowserSession, SyncBrowserSession
 from testkit.generator_standins import standin_generators
 from testkit.servers import start_throwaway_server, start_time_skipping_server
 from testkit.stack import Stack, StackSettings, run_stack
@@ -59,6 +65,32 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if needs_gpu_extra(item.path):
             item.add_marker(pytest.mark.gpu)
+        if {"browser", "sync_browser"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.browser)
+
+
+def _screenshot_folder(request: pytest.FixtureRequest) -> Path:
+    """The test's screenshot folder; skips (or fails, under ``TESTS_REQUIRE_BROWSER``) without a browser."""
+    if reason := browsers.missing():
+        if os.environ.get(browsers.REQUIRE_ENV):
+            pytest.fail(f"{reason} ({browsers.REQUIRE_ENV} is set: browser tests must run, not skip)")
+        pytest.skip(reason)
+    return browsers.screenshot_folder(request.node.name)
+
+
+@pytest.fixture
+async def browser(request: pytest.FixtureRequest) -> AsyncIterator[BrowserSession]:
+    """Headless Debian Chromium with a fresh profile and a page (Playwright's async API); ``await browser.shot(step)``
+    saves ``tests/.screenshots/<test name>/NN-step.png``."""
+    async with browsers.open_browser(_screenshot_folder(request)) as session:
+        yield session
+
+
+@pytest.fixture
+def sync_browser(request: pytest.FixtureRequest) -> Iterator[SyncBrowserSession]:
+    """:func:`browser` for sync tests (Playwright's sync API; not usable inside a running event loop)."""
+    with browsers.open_sync_browser(_screenshot_folder(request)) as session:
+        yield session
 
 
 @pytest.fixture(scope="session")

@@ -44,6 +44,11 @@ MAX_CANDIDATES_PER_FRAME_TOTAL = 48
 """Candidates a frame slot may accumulate through new takes and frame edits. Together with MAX_CANDIDATES_PER_SET
 (which regenerations count against too) this keeps the state, carried across continue-as-new and returned by
 get_state, below Temporal's 2 MiB payload limit (a candidate is about 0.5 KB of JSON)."""
+MAX_REFINE_POINTS = 32
+"""Clicks one refine_frame may carry."""
+MAX_MATTE_VERSIONS = 6
+"""Earlier cut-outs a candidate keeps for undo_refine (about 0.3 KB each in the state). Beyond it the oldest
+refinement leaves the undo history (the matting's own cut-out, the first, always stays); its file stays in the store."""
 UPLOAD_MEDIA_TYPES = frozenset({"image/png", "image/jpeg", "image/webp", "image/gif", "image/bmp", "image/tiff"})
 """The picture formats a character upload may be (the original's list)."""
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
@@ -70,6 +75,8 @@ class ActivityName(StrEnum):
     EDIT_FRAME = "edit_frame"
     DESCRIBE_PIPELINE = "describe_pipeline"
     MATTE_SLOT = "matte_slot"
+    REFINE_MATTE = "refine_matte"
+    STABILISE_EMOJI = "stabilise_emoji"
     ASSEMBLE_EMOJI = "assemble_emoji"
     ASSEMBLE_CONTACT_SHEET = "assemble_contact_sheet"
     EXPORT_PACKAGE = "export_package"
@@ -151,6 +158,19 @@ NON_RETRYABLE_FAILURES: frozenset[FailureType] = frozenset(
 """The failures a retry cannot fix: the workflow's retry policies list exactly these."""
 
 Prompt = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=800)]
+
+
+class TemporalMode(StrEnum):
+    """How an emoji's picked frames are made consistent with each other (``EmojiSetInput.temporal``)."""
+
+    NONE = "none"
+    """Each frame as it was matted."""
+    STABILISE = "stabilise"
+    """Weight-free: where the picture did not change between consecutive frames, the alpha takes the temporal median
+    of the unchanged run; moving parts keep their own (``gpu_activity_worker.temporal``)."""
+    SAM2 = "sam2"
+    """SAM 2 tracks the first frame's subject through the frames, each frame's alpha is reconciled with it beyond its
+    edge band, then ``stabilise`` runs (needs the SAM 2.1 tiny weights on an in-process GPU worker)."""
 
 
 class _Model(BaseModel):
@@ -282,6 +302,11 @@ class EmojiSetInput(_Model):
     character_candidates: int = Field(default=2, ge=1, le=4, description="Characters drawn from the prompt.")
     start_frame_candidates: int = Field(default=2, ge=1, le=4, description="Start frames drawn per action.")
     matting_pipeline: str = "classical"
+    temporal: TemporalMode = Field(
+        default=TemporalMode.NONE,
+        description="Make each emoji's picked frames consistent with each other after matting (less flicker): "
+        "none, stabilise (weight-free) or sam2 (SAM 2 video tracking, then stabilise).",
+    )
     generator: Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]+$")] = "procedural"
     image_size: int = Field(default=256, ge=64, le=1024, description="Edge of the square emoji frames, in pixels.")
     seed: int = Field(default=0, ge=0, lt=2**31)
@@ -449,6 +474,13 @@ class TakeState(_Model):
     error: str | None = None
 
 
+class MatteVersion(_Model):
+    """An earlier cut-out of a candidate, kept so that ``undo_refine`` can bring it back."""
+
+    matte: ArtifactRef
+    score: float | None = None
+
+
 class Candidate(_Model):
     """One candidate image of a frame slot (a clip frame or a frame edit) and, once matted, its cut-out and score."""
 
@@ -460,9 +492,15 @@ class Candidate(_Model):
     prompt: str | None = Field(default=None, description="A frame edit's custom prompt.")
     quality: float = Field(default=1.0, description="How clean the clip frame is (blur, glitches), 0..1.")
     status: CandidateStatus = CandidateStatus.MATTING
-    matte: ArtifactRef | None = None
+    matte: ArtifactRef | None = Field(default=None, description="The current cut-out (refined, if it was).")
     score: float | None = None
     error: str | None = None
+    versions: list[MatteVersion] = Field(
+        default_factory=list,
+        description="Earlier cut-outs, oldest first: refine_frame adds the one it replaces, undo_refine takes the "
+        "last back. Their files are never deleted.",
+    )
+    refinements: int = Field(default=0, description="Refinements made so far, undone ones included (numbers keys).")
 
 
 class FrameState(_Model):
@@ -475,6 +513,11 @@ class FrameState(_Model):
     picked_by: PickSource | None = None
     error: str | None = None
     edits: int = Field(default=0, description="Frame edits (regenerate_frame) so far.")
+    stabilised: ArtifactRef | None = Field(
+        default=None,
+        description="The picked cut-out made consistent with the emoji's other picks (EmojiSetInput.temporal): what "
+        "is assembled. None when not asked for, or while the emoji's picks are not settled or are being stabilised.",
+    )
 
     def usable(self) -> list[Candidate]:
         return [c for c in self.candidates if c.status is CandidateStatus.READY]
@@ -484,6 +527,13 @@ class FrameState(_Model):
 
     def picked(self) -> Candidate | None:
         return None if self.pick is None else self.candidate(self.pick)
+
+    def assembled(self) -> ArtifactRef | None:
+        """The cut-out an export of this slot uses: the pick's stabilised one when there is one, else the pick's."""
+        if self.stabilised is not None:
+            return self.stabilised
+        picked = self.picked()
+        return None if picked is None else picked.matte
 
 
 class ActionState(_Model):
@@ -498,6 +548,9 @@ class ActionState(_Model):
     take_pick: int | None = Field(default=None, description="A take chosen by hand for the whole emoji.")
     frames: list[FrameState] = Field(default_factory=list)
     error: str | None = Field(default=None, description="Why the action waits for a custom prompt.")
+    stabilised_for: str | None = Field(
+        default=None, description="The picks (a digest) the frames' stabilised cut-outs were made from."
+    )
 
     @property
     def name(self) -> str:
@@ -631,6 +684,56 @@ class RegenerateFrameInput(_Model):
     frame: int = Field(ge=0)
     prompt: CustomPrompt
     candidates: int | None = Field(default=None, ge=1, le=4)
+
+
+class RefineMode(StrEnum):
+    """What ``refine_frame`` does with the region it segments from the clicks."""
+
+    ERASE = "erase"
+    """Remove the region from the cut-out (alpha 0 there): a kept background blob, a stray shadow."""
+    RESTORE = "restore"
+    """Add the region back, opaque, with the colours of the pristine source frame: a part the matting dropped."""
+
+
+class RefinePoint(_Model):
+    """One click on a frame, in its pixel coordinates (x to the right, y down, from the top-left pixel)."""
+
+    x: int = Field(ge=0)
+    y: int = Field(ge=0)
+    foreground: bool = Field(
+        default=True, description="On the region to erase or restore; False: beside it, a barrier it stops at."
+    )
+
+
+class RefineFrameInput(_Model):
+    """Update ``refine_frame``: correct a matted candidate's cut-out with clicks; the refined candidate becomes the
+    slot's pick (by hand), and ``undo_refine`` takes the correction back."""
+
+    emoji: str
+    frame: int = Field(ge=0)
+    candidate: int = Field(ge=0)
+    points: list[RefinePoint] = Field(min_length=1, max_length=MAX_REFINE_POINTS)
+    mode: RefineMode
+    following: bool = Field(
+        default=False, description="Carry the same correction through the emoji's following frames (their picks)."
+    )
+
+    @model_validator(mode="after")
+    def _has_foreground(self) -> RefineFrameInput:
+        if not any(point.foreground for point in self.points):
+            raise ValueError("at least one point must be on the region (foreground); background points only bound it")
+        return self
+
+
+class UndoRefineInput(_Model):
+    """Update ``undo_refine``: bring back a candidate's cut-out from before its last refinement."""
+
+    emoji: str
+    frame: int = Field(ge=0)
+    candidate: int = Field(ge=0)
+    following: bool = Field(
+        default=False, description="Also undo the last refinement of the following frames' picks, if they have one."
+    )
 
 
 class ApproveInput(_Model):
@@ -856,14 +959,72 @@ class MatteCandidateResult(_Model):
     error: str | None = None
 
 
+class StabiliseEmojiInput(_Model):
+    """Activity ``stabilise_emoji`` (GPU queue): make one emoji's picked frames consistent with each other."""
+
+    mode: TemporalMode
+    sources: list[ArtifactRef] = Field(min_length=2, max_length=MAX_FRAMES_PER_EMOJI, description="In frame order.")
+    mattes: list[ArtifactRef] = Field(min_length=2, max_length=MAX_FRAMES_PER_EMOJI)
+    output_keys: list[str] = Field(min_length=2, max_length=MAX_FRAMES_PER_EMOJI)
+
+    @model_validator(mode="after")
+    def _paired(self) -> StabiliseEmojiInput:
+        if self.mode is TemporalMode.NONE:
+            raise ValueError("temporal mode none stabilises nothing")
+        if not len(self.sources) == len(self.mattes) == len(self.output_keys):
+            raise ValueError(
+                f"{len(self.sources)} sources, {len(self.mattes)} mattes and {len(self.output_keys)} output keys"
+            )
+        return self
+
+
+class StabiliseEmojiOutput(_Model):
+    mattes: list[ArtifactRef] = Field(description="The stabilised cut-outs, in frame order.")
+    changed_pixels: int = Field(default=0, description="Alpha values (0..255) that changed, over all frames.")
+    elapsed_ms: float = 0.0
+
+
 class MatteSlotOutput(_Model):
     results: list[MatteCandidateResult] = Field(description="In the order of the input's candidates.")
+
+
+class RefineTarget(_Model):
+    """One cut-out to refine inside ``refine_matte``."""
+
+    source: ArtifactRef = Field(description="The pristine source frame (the candidate's image before matting).")
+    matte: ArtifactRef = Field(description="The current RGBA cut-out.")
+    output_key: str = Field(description="Artifact key of the new version; deterministic, so a retry overwrites.")
+
+
+class RefineMatteInput(_Model):
+    """Activity ``refine_matte`` (GPU queue): erase a region segmented from clicks from cut-outs, or restore it.
+
+    The clicks are on the first frame; the others are the following frames of its emoji, which get the same
+    correction (tracked by SAM2's video memory, or the same clicks segmented again on each frame).
+    """
+
+    frames: list[RefineTarget] = Field(min_length=1, max_length=MAX_FRAMES_PER_EMOJI)
+    points: list[RefinePoint] = Field(min_length=1, max_length=MAX_REFINE_POINTS)
+    mode: RefineMode
+    refiner: str = Field(
+        default="clicks",
+        description="The click segmenter: 'clicks' (weight-free region growing) or 'sam2[:variant]' (where its weights "
+        "are, else 'clicks').",
+    )
+
+
+class RefineMatteOutput(_Model):
+    frames: list[MatteFrameOutput] = Field(description="The new versions, in the order of the input's frames.")
+    refiner: str = Field(description="The click segmenter that ran.")
 
 
 class DescribePipelineInput(_Model):
     """Activity ``describe_pipeline`` (GPU queue): check a pipeline name where the engines live, before any work."""
 
     pipeline: str
+    temporal: TemporalMode = Field(
+        default=TemporalMode.NONE, description="Also check (and load) what this temporal mode needs, e.g. SAM 2."
+    )
 
 
 class PipelineDescription(_Model):

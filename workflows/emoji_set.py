@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         HEARTBEAT_TIMEOUT,
         MAX_CANDIDATES_PER_FRAME_TOTAL,
         MAX_CANDIDATES_PER_SET,
+        MAX_MATTE_VERSIONS,
         MAX_TAKES_PER_ACTION_TOTAL,
         NON_RETRYABLE_FAILURES,
         WORKFLOW_TYPE,
@@ -76,6 +77,7 @@ with workflow.unsafe.imports_passed_through():
         ImageCandidate,
         MatteSlotInput,
         MatteSlotOutput,
+        MatteVersion,
         Phase,
         PickCandidateInput,
         PickCharacterInput,
@@ -84,12 +86,20 @@ with workflow.unsafe.imports_passed_through():
         PickTakeInput,
         PipelineDescription,
         PrepareUploadInput,
+        RefineFrameInput,
+        RefineMatteInput,
+        RefineMatteOutput,
+        RefineTarget,
         RegenerateActionInput,
         RegenerateFrameInput,
         RegenerateStartFrameInput,
+        StabiliseEmojiInput,
+        StabiliseEmojiOutput,
         StagePolicy,
         TakeState,
         TakeStatus,
+        TemporalMode,
+        UndoRefineInput,
     )
     from workflows.exports import export_packages, failure_reason
 
@@ -142,7 +152,11 @@ class EmojiSetWorkflow:
         self._tasks: set[asyncio.Task[None]] = set()
         self._matting_slots = asyncio.Semaphore(input.max_parallel_matting)
         self._reserved: dict[tuple[str, int], int] = {}
+        self._refining: set[tuple[str, int, int]] = set()
+        """(emoji, frame, candidate) of the cut-outs a refine_frame is changing right now."""
         self._published: tuple[Any, ...] | None = None
+        self._stabilising: set[tuple[str, str]] = set()
+        """(emoji, picks digest) of the stabilisations in flight."""
 
     @workflow.run
     async def run(self, input: EmojiSetInput, resume: EmojiSetState | None = None) -> EmojiSetResult:
@@ -378,6 +392,67 @@ class EmojiSetWorkflow:
         count = request.candidates or self._state.input.start_frame_candidates
         self._require_room(action, count, per_slot=count, frame=frame)
 
+    @workflow.update(
+        unfinished_policy=workflow.HandlerUnfinishedPolicy.ABANDON,
+        description='Correct a cut-out with clicks: {"emoji": "wave", "frame": 3, "candidate": 1, "mode": "erase", '
+        '"points": [{"x": 40, "y": 12}]}; "following": true carries it through the later frames. Returns the slot '
+        "once refined.",
+    )
+    async def refine_frame(self, request: RefineFrameInput) -> FrameState:
+        """Erase or restore the region segmented from the clicks in a candidate's cut-out (and, with ``following``,
+        in the picks of the emoji's later frames); each refined candidate becomes its slot's pick by hand."""
+        action = self._require_action(request.emoji)
+        frame = action.frames[request.frame]
+        await self._busy_with(self._refine(action, frame, request))
+        return frame
+
+    @refine_frame.validator
+    def _validate_refine_frame(self, request: RefineFrameInput) -> None:
+        self._require_open("refinements")
+        candidate = self._require_refinable(request.emoji, request.frame, request.candidate)
+        matte = candidate.matte
+        assert matte is not None  # checked above
+        if matte.width is None or matte.height is None:
+            raise ValueError(
+                f"{request.emoji} frame {request.frame} candidate {request.candidate}'s cut-out has no recorded size, "
+                "so clicks on it cannot be checked: matte it again (regenerate_frame) to refine it"
+            )
+        outside = [p for p in request.points if p.x >= matte.width or p.y >= matte.height]
+        if outside:
+            where = ", ".join(f"({p.x}, {p.y})" for p in outside)
+            raise ValueError(
+                f"points outside the {matte.width}x{matte.height} frame: {where} "
+                f"(x from 0 to {matte.width - 1}, y from 0 to {matte.height - 1})"
+            )
+
+    @workflow.update(
+        description='Take back a cut-out\'s last refinement: {"emoji": "wave", "frame": 3, "candidate": 1}; '
+        '"following": true also undoes the last one of the later frames\' picks.'
+    )
+    def undo_refine(self, request: UndoRefineInput) -> FrameState:
+        """Bring back a candidate's cut-out (and score) from before its last refinement; returns the slot."""
+        action = self._require_action(request.emoji)
+        frame = action.frames[request.frame]
+        targets = [frame.candidate(request.candidate)]
+        if request.following:
+            targets += [self._refinable_pick(action, later) for later in action.frames[request.frame + 1 :]]
+        for candidate in targets:
+            if candidate is not None and candidate.versions:
+                last = candidate.versions.pop()
+                candidate.matte, candidate.score = last.matte, last.score
+        self._state.notice = None
+        self._refresh(action)
+        return frame
+
+    @undo_refine.validator
+    def _validate_undo_refine(self, request: UndoRefineInput) -> None:
+        self._require_open("refinements")
+        candidate = self._require_refinable(request.emoji, request.frame, request.candidate)
+        if not candidate.versions:
+            raise ValueError(
+                f"{request.emoji} frame {request.frame} candidate {request.candidate} has no refinement to undo"
+            )
+
     @workflow.update(description='Assemble the set with the current picks: {"reviewer": "ana"}.')
     def approve(self, approval: ApproveInput) -> None:
         """Assemble the set with the current picks, once the regenerations under way are done."""
@@ -435,7 +510,7 @@ class EmojiSetWorkflow:
             description, _, refusals = await asyncio.gather(
                 workflow.execute_activity(
                     ActivityName.DESCRIBE_PIPELINE,
-                    DescribePipelineInput(pipeline=input.matting_pipeline),
+                    DescribePipelineInput(pipeline=input.matting_pipeline, temporal=input.temporal),
                     task_queue=GPU_TASK_QUEUE,
                     result_type=PipelineDescription,
                     start_to_close_timeout=timedelta(minutes=10),
@@ -748,6 +823,70 @@ class EmojiSetWorkflow:
                 candidate.score = result.output.score
         self._refresh(action)
 
+    async def _refine(self, action: ActionState, frame: FrameState, request: RefineFrameInput) -> None:
+        """Refine the candidate's cut-out (and the later frames' picks, with ``following``) in one GPU activity; each
+        new version is recorded with its score and its candidate becomes the slot's pick by hand. A failure leaves
+        every cut-out as it was and fails the update with the reason."""
+        origin = frame.candidate(request.candidate)
+        assert origin is not None  # checked by the validator
+        targets = [(frame, origin)]
+        if request.following:
+            for later in action.frames[frame.index + 1 :]:
+                picked = self._refinable_pick(action, later)
+                if picked is not None:
+                    targets.append((later, picked))
+        set_id = self._state.set_id
+        refine_targets = []
+        for slot, candidate in targets:
+            assert candidate.matte is not None  # a ready candidate has its cut-out
+            candidate.refinements += 1  # reserved now: two refinements never share a key
+            key = keys.matte_version_key(set_id, action.name, slot.index, candidate.index, candidate.refinements + 1)
+            refine_targets.append(RefineTarget(source=candidate.source, matte=candidate.matte, output_key=key))
+            self._refining.add((action.name, slot.index, candidate.index))
+        summary = (
+            f"refine {action.name} frame {frame.index} candidate {origin.index}: {request.mode.value}, "
+            f"{len(request.points)} point{'s' if len(request.points) != 1 else ''}"
+            + (f", {len(targets) - 1} following frames" if request.following else "")
+        )
+        try:
+            output = await workflow.execute_activity(
+                ActivityName.REFINE_MATTE,
+                RefineMatteInput(
+                    frames=refine_targets, points=request.points, mode=request.mode, refiner=self._refiner()
+                ),
+                task_queue=GPU_TASK_QUEUE,
+                result_type=RefineMatteOutput,
+                start_to_close_timeout=timedelta(minutes=10),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                retry_policy=MATTE_RETRY,
+                summary=summary,
+            )
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                raise
+            raise FailureType.MATTING_FAILED.error(f"{summary} failed: {failure_reason(err)}") from err
+        finally:
+            for slot, candidate in targets:
+                self._refining.discard((action.name, slot.index, candidate.index))
+        for (slot, candidate), result in zip(targets, output.frames, strict=True):
+            assert candidate.matte is not None
+            candidate.versions.append(MatteVersion(matte=candidate.matte, score=candidate.score))
+            if len(candidate.versions) > MAX_MATTE_VERSIONS:
+                del candidate.versions[1]  # the matting's own cut-out stays; its file is never deleted
+            candidate.matte, candidate.score = result.matte, result.score
+            slot.pick, slot.picked_by = candidate.index, PickSource.HUMAN
+        self._state.notice = None
+        self._refresh(action)
+
+    def _refiner(self) -> str:
+        """The click segmenter of this set: SAM2 (with the pipeline's variant) when the set's matting pipeline uses
+        it, since describe_pipeline has then loaded its weights where the set is matted; else the weight-free
+        ``clicks``. A worker without SAM2's weights falls back to ``clicks`` itself."""
+        for step in self._state.input.matting_pipeline.split("+"):
+            if step.partition(":")[0] == "sam2":
+                return step
+        return "clicks"
+
     # --- Review --------------------------------------------------------------------------------------------------
 
     async def _review(self) -> Phase:
@@ -901,6 +1040,76 @@ class EmojiSetWorkflow:
                 frame.status = FrameStatus.FAILED
                 errors = [c.error for c in frame.candidates if c.error]
                 frame.error = frame.error or (errors[-1] if errors else "no usable candidate")
+        self._restabilise(action)
+        self._publish()
+
+    # --- Temporal consistency ------------------------------------------------------------------------------------
+
+    def _picks_digest(self, action: ActionState) -> str | None:
+        """The digest of the emoji's current picks once they are settled (every take in, nothing being matted, a
+        cut-out picked in every slot), for ``temporal`` other than ``none``; None otherwise."""
+        mode = self._state.input.temporal
+        if mode is TemporalMode.NONE or action.stage is not ActionStage.READY:
+            return None
+        if any(c.status is CandidateStatus.MATTING for frame in action.frames for c in frame.candidates):
+            return None
+        mattes = [picked.matte for picked in (frame.picked() for frame in action.frames) if picked is not None]
+        if len(mattes) != len(action.frames) or any(matte is None for matte in mattes):
+            return None
+        return keys.picks_digest(mode.value, [matte.sha256 for matte in mattes if matte is not None])
+
+    def _restabilise(self, action: ActionState) -> None:
+        """Keep the emoji's stabilised cut-outs those of its current picks: stale ones are dropped at once (the
+        reviewer never sees frames that will not be assembled), and settled new picks are stabilised."""
+        digest = self._picks_digest(action)
+        if digest == action.stabilised_for:
+            return
+        if action.stabilised_for is not None:
+            action.stabilised_for = None
+            for frame in action.frames:
+                frame.stabilised = None
+        if digest is None or (action.name, digest) in self._stabilising:
+            return
+        self._stabilising.add((action.name, digest))
+        self._spawn(self._stabilise(action, digest))
+
+    async def _stabilise(self, action: ActionState, digest: str) -> None:
+        """Stabilise the emoji's picks (one GPU activity) and show the result, if the picks are still the same. A
+        failure leaves the frames as matted, with a notice."""
+        mode, set_id = self._state.input.temporal, self._state.set_id
+        picks = [frame.picked() for frame in action.frames]
+        request = StabiliseEmojiInput(
+            mode=mode,
+            sources=[picked.source for picked in picks if picked is not None],
+            mattes=[picked.matte for picked in picks if picked is not None and picked.matte is not None],
+            output_keys=[keys.stabilised_key(set_id, action.name, digest, frame.index) for frame in action.frames],
+        )
+        try:
+            output = await workflow.execute_activity(
+                ActivityName.STABILISE_EMOJI,
+                request,
+                task_queue=GPU_TASK_QUEUE,
+                result_type=StabiliseEmojiOutput,
+                start_to_close_timeout=timedelta(minutes=10),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                retry_policy=MATTE_RETRY,
+                summary=f"stabilise {action.name}: {len(action.frames)} frames ({mode.value})",
+            )
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                raise
+            if self._picks_digest(action) == digest:
+                self._state.notice = (
+                    f"{action.name} keeps its frames as matted: stabilising them failed: {failure_reason(err)}"
+                )
+            return
+        finally:
+            self._stabilising.discard((action.name, digest))
+        if self._picks_digest(action) != digest:
+            return  # the picks changed meanwhile: their own stabilisation is under way
+        for frame, matte in zip(action.frames, output.mattes, strict=True):
+            frame.stabilised = matte
+        action.stabilised_for = digest
         self._publish()
 
     def _reserve(self, action: ActionState, frame: FrameState, count: int) -> int:
@@ -955,6 +1164,30 @@ class EmojiSetWorkflow:
         if not 0 <= index < len(action.frames):
             raise ValueError(f"{name} has frames 0-{len(action.frames) - 1}, not {index}")
         return action.frames[index]
+
+    def _require_refinable(self, name: str, index: int, number: int) -> Candidate:
+        """The candidate, once it has a cut-out and no refinement of it is under way."""
+        frame = self._require_frame(name, index)
+        candidate = frame.candidate(number)
+        if candidate is None:
+            known = [c.index for c in frame.candidates]
+            raise ValueError(f"{name} frame {index} has no candidate {number}; candidates: {known}")
+        if candidate.status is not CandidateStatus.READY or candidate.matte is None:
+            raise ValueError(
+                f"{name} frame {index} candidate {number} is {candidate.status.value}, not matted yet: only a cut-out "
+                "can be refined" + (f" ({candidate.error})" if candidate.error else "")
+            )
+        if (name, index, number) in self._refining:
+            raise ValueError(f"{name} frame {index} candidate {number} is being refined already: wait for it")
+        return candidate
+
+    def _refinable_pick(self, action: ActionState, frame: FrameState) -> Candidate | None:
+        """A later frame's pick, for a correction carried through the following frames: None when it has no
+        cut-out or is being refined."""
+        picked = frame.picked()
+        if picked is None or picked.status is not CandidateStatus.READY or picked.matte is None:
+            return None
+        return None if (action.name, frame.index, picked.index) in self._refining else picked
 
     def _set_phase(self, phase: Phase) -> None:
         self._state.phase = phase
@@ -1014,6 +1247,7 @@ def _title(state: EmojiSetState) -> str:
 
 
 def _picked_matte(frame: FrameState) -> ArtifactRef:
-    picked = frame.picked()
-    assert picked is not None and picked.matte is not None  # approval requires a usable pick on every frame
-    return picked.matte
+    """What is assembled for a slot: its pick's stabilised cut-out when the set asked for one, else the pick's own."""
+    matte = frame.assembled()
+    assert matte is not None  # approval requires a usable pick on every frame
+    return matte

@@ -55,6 +55,27 @@ def candidate_key(set_id: str, action: str, frame: int, candidate: int, kind: st
     return f"{set_prefix(set_id)}/{key_segment(action)}/frame-{frame:03d}/candidate-{candidate:02d}.{kind}"
 
 
+def picks_digest(mode: str, mattes: list[str]) -> str:
+    """A short digest of an emoji's picked cut-outs (their sha256s, in frame order) and the temporal mode: the same
+    picks always give the same digest, other picks another."""
+    return hashlib.sha256("\n".join([mode, *mattes]).encode()).hexdigest()[:16]
+
+
+def stabilised_key(set_id: str, action: str, digest: str, frame: int) -> str:
+    """Key of a frame's cut-out stabilised with the emoji's other picks (:func:`picks_digest`): picks changed by a
+    reviewer get new keys, so a stabilisation still in flight for the old picks never overwrites the new ones."""
+    return f"{set_prefix(set_id)}/{key_segment(action)}/stabilised/{digest}/frame-{frame:03d}.png"
+
+
+def matte_version_key(set_id: str, action: str, frame: int, candidate: int, version: int) -> str:
+    """Key of a refined cut-out of a candidate: version 2 is its first refinement (``candidate-01.matte.v2.png``),
+    version 1 the matting's own ``candidate-01.matte.png``. Versions are never reused, undone ones included."""
+    if version < 2:
+        raise ValueError(f"version {version}: refined cut-outs start at version 2")
+    matte = candidate_key(set_id, action, frame, candidate, "matte.png")
+    return f"{matte.removesuffix('.png')}.v{version}.png"
+
+
 def package_key(set_id: str, target: str, name: str) -> str:
     """Key of a file of a platform package, e.g. ``line-emoji`` and ``001.png`` or ``line-emoji.zip``."""
     return f"{set_prefix(set_id)}/packages/{key_segment(target)}/{name}"

@@ -38,7 +38,12 @@ def details_markdown(state: EmojiSetState) -> str:
     waiting = [f"{a.name}: {a.error}" for a in state.actions if a.stage is ActionStage.WAITING_FOR_PROMPT]
     waiting += [f"{a.name}#{f.index}: {f.error}" for a, f in state.frames() if f.status is FrameStatus.FAILED]
     if waiting:
-        lines += ["", "**Waiting for a custom-prompt regeneration:**", *(f"- {line}" for line in waiting[:MAX_LISTED])]
+        lines += [
+            "",
+            "**Waiting for a custom-prompt regeneration:**",
+            "",
+            *(f"- {line}" for line in waiting[:MAX_LISTED]),
+        ]
         if len(waiting) > MAX_LISTED:
             lines.append(f"- ... and {len(waiting) - MAX_LISTED} more")
     if state.notice:

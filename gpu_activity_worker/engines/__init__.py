@@ -135,8 +135,11 @@ _BUILTIN_STEPS = (
         "birefnet",
         StepRole.COARSE,
         "gpu_activity_worker.engines.birefnet",
-        variants=frozenset({"general", "lite"}),
-        summary="BiRefNet in torch: high-resolution subject segmentation (default general; lite is smaller and faster)",
+        variants=frozenset({"general", "lite", "toonout"}),
+        summary=(
+            "BiRefNet in torch: high-resolution subject segmentation (default general; lite is smaller and faster; "
+            "toonout is fine-tuned on cartoon characters and sees the frame on mid grey)"
+        ),
     ),
     StepSpec(
         "vitmatte",

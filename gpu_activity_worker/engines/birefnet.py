@@ -3,9 +3,9 @@
 BiRefNet (Zheng et al., "Bilateral Reference for High-Resolution Dichotomous Image Segmentation", CAAI AIR 2024,
 arXiv 2401.03407; MIT licence) cuts out the salient subject at high resolution. Variants: ``general``
 (``ZhengPeng7/BiRefNet``, Swin-L backbone, the default) and ``lite`` (``ZhengPeng7/BiRefNet_lite``, Swin-T: 178 MB
-of fp16 weights instead of 444 MB, and faster). Each loads offline from ``<model_dir>/birefnet-general`` or
-``birefnet-lite``: a snapshot of the Hub repository holding the model's own code (``birefnet.py``,
-``BiRefNet_config.py``), ``config.json`` and ``model.safetensors``.
+of fp16 weights instead of 444 MB, and faster); ``toonout`` is below. Each of these two loads offline from
+``<model_dir>/birefnet-general`` or ``birefnet-lite``: a snapshot of the Hub repository holding the model's own code
+(``birefnet.py``, ``BiRefNet_config.py``), ``config.json`` and ``model.safetensors``.
 
 Inference follows the model card: each image is resized to :attr:`BiRefNetStep.input_size` squared (1024), normalised
 with the ImageNet statistics, and the sigmoid of the model's last output (the full-resolution logits) is resized back
@@ -13,11 +13,35 @@ to the image, bilinearly. Several images of any sizes share one forward pass (:m
 
 BiRefNet's alpha is a segmentation: tight, but its edge pixels keep background colour, which shows as a halo on
 flat cartoon art. Follow it with ``defringe`` (``birefnet+defringe``).
+
+Variant ``toonout``: ToonOut (Muratori & Seytre, Kartoon AI, "ToonOut: Fine-tuned Background Removal for Anime
+Characters", arXiv 2509.06839), BiRefNet (Swin-L, 1024x1024) fine-tuned on 1,228 anime images; pixel accuracy on
+its test set 95.3% -> 99.5%. Licence: MIT for code and weights (github.com/MatteoKartoon/BiRefNet: ``LICENSE``, whose
+README lists it as "MIT License (code + weights)"; the model card huggingface.co/joelseytre/toonout: "License: MIT");
+its training data set is CC-BY-4.0, which binds the data set, not the weights. The weights are not a Hub snapshot but
+one raw PyTorch state dict, ``birefnet_finetuned_toonout.pth`` (about 885 MB, fp32), saved from a DDP and
+``torch.compile`` wrapper (keys prefixed ``module.`` / ``_orig_mod.``), with no code or ``config.json``: the authors'
+demo (``toonout_demo.ipynb``) builds ``ZhengPeng7/BiRefNet`` and loads the stripped state dict into it, strictly.
+So does :func:`load_toonout`: the model code and ``config.json`` come from the ``birefnet-general`` folder (so both
+weight sets must be fetched), the checkpoint from ``birefnet-toonout``, loaded with ``weights_only=True`` (no
+pickled code runs) and every key and shape checked, as for the other variants. Input and output as above
+(1024x1024, ImageNet statistics, sigmoid of the last output), which is what the ToonOut demo does.
+
+Before the model, ``toonout`` composites the frame onto mid grey #808080 (:func:`onto_grey`), as the original popcon
+did before ToonOut (its dev logs: "frames composited onto mid grey (#808080, ToonOut's training background)"; its
+code is not public, so the exact formula is ours). Frames arrive opaque on white, with no alpha to composite by, so
+the white background is taken as the transparency: the near-white region connected to the frame border, and an
+anti-aliased rim of :data:`GREY_RIM` pixels around it, is unmixed against white (its least opacity over white,
+``1 - min(R, G, B)``) and recomposited over grey. Pure white becomes exactly #808080; the subject, and white enclosed
+by it (eyes, teeth, highlights), are untouched. ToonOut's own code does not do this (its demo feeds the plain RGB
+image, and its training set-up keeps each image's own background: ``background_color_synthesis = False``); the grey
+is the original product's choice, kept for this variant only.
 """
 
 from __future__ import annotations
 
 import logging
+import pickle
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
@@ -26,6 +50,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from safetensors.torch import load_file
+from scipy import ndimage
 from torch.nn import functional
 from transformers import AutoConfig, AutoModelForImageSegmentation, PretrainedConfig
 from transformers.dynamic_module_utils import get_class_from_dynamic_module
@@ -36,8 +61,28 @@ from gpu_activity_worker.weights import WeightsMissingError, require
 
 logger = logging.getLogger(__name__)
 
-WEIGHTS = {"general": "birefnet-general", "lite": "birefnet-lite"}
+WEIGHTS = {"general": "birefnet-general", "lite": "birefnet-lite", "toonout": "birefnet-toonout"}
 """Weight set (``popcon models fetch`` name) of each variant."""
+
+TOONOUT_CODE = "birefnet-general"
+"""The weight set whose model code and ``config.json`` ToonOut's state dict is loaded into (its checkpoint has none)."""
+
+TOONOUT_FILE = "birefnet_finetuned_toonout.pth"
+
+TOONOUT_PREFIXES = ("module.", "_orig_mod.")
+"""Key prefixes of ToonOut's checkpoint (DDP, then ``torch.compile``), stripped in this order as ToonOut's own
+``birefnet.utils.check_state_dict`` does."""
+
+GREY = 128 / 255
+"""The background ``toonout``'s frames are composited onto: #808080."""
+
+WHITE_TOLERANCE = 0.1
+"""Largest least-opacity over white (``1 - min(R, G, B)``, about 25/255) of a pixel of the white background."""
+
+GREY_RIM = 2
+"""Pixels around the white background, unmixed against white too: the anti-aliased edge of the subject."""
+
+_FOUR_CONNECTED = ndimage.generate_binary_structure(2, 1)
 
 DEFAULT_VARIANT = "general"
 
@@ -59,10 +104,13 @@ def _check_keys(missing: Sequence[str], unexpected: Sequence[str]) -> None:
         )
 
 
-def _build_directly(folder: Path, config: PretrainedConfig) -> torch.nn.Module:
-    """Build the remote-code class named by ``config.json`` and load the safetensors weights into it, every key checked.
+def _build_directly(
+    folder: Path, config: PretrainedConfig, state: dict[str, torch.Tensor] | None = None
+) -> torch.nn.Module:
+    """Build the remote-code class named by ``config.json`` and load the weights into it, every key checked.
 
     This is what ``from_pretrained`` does, minus transformers' loading machinery that the remote code trips over.
+    The weights are the folder's ``model.safetensors`` unless ``state`` is given (ToonOut's checkpoint).
     """
     reference = getattr(config, "auto_map", {}).get(AUTO_CLASS)
     if reference is None:
@@ -72,7 +120,9 @@ def _build_directly(folder: Path, config: PretrainedConfig) -> torch.nn.Module:
     # settings from its own default config, so its backbone never fetches ImageNet weights.
     model: torch.nn.Module = model_class(config)
     try:
-        missing, unexpected = model.load_state_dict(load_file(folder / WEIGHTS_FILE), strict=False)
+        missing, unexpected = model.load_state_dict(
+            load_file(folder / WEIGHTS_FILE) if state is None else state, strict=False
+        )
     except RuntimeError as err:  # a tensor of the wrong shape
         raise ValueError(f"the weights do not fit the model code: {err}") from err
     _check_keys(missing, unexpected)
@@ -129,6 +179,66 @@ def load_model(folder: Path, name: str) -> torch.nn.Module:
     return model.eval()
 
 
+def toonout_state(path: Path) -> dict[str, torch.Tensor]:
+    """ToonOut's checkpoint as a state dict for BiRefNet's code: loaded with ``weights_only=True`` (tensors only, no
+    pickled code runs), keys stripped of :data:`TOONOUT_PREFIXES`.
+
+    Raises:
+        ValueError: Not a loadable checkpoint (truncated, not a state dict, or holding more than tensors).
+    """
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, pickle.UnpicklingError, EOFError) as err:
+        raise ValueError(f"{path.name} is not a loadable PyTorch checkpoint: {err}") from err
+    if isinstance(checkpoint, dict) and isinstance(checkpoint.get("state_dict"), dict):
+        checkpoint = checkpoint["state_dict"]
+    if not isinstance(checkpoint, dict) or not all(isinstance(value, torch.Tensor) for value in checkpoint.values()):
+        raise ValueError(f"{path.name} is not a state dict of tensors")
+    state = {}
+    for key, value in checkpoint.items():
+        for prefix in TOONOUT_PREFIXES:
+            key = key.removeprefix(prefix)
+        state[key] = value
+    return state
+
+
+def load_toonout(code_folder: Path, weights_file: Path, name: str) -> torch.nn.Module:
+    """ToonOut: BiRefNet's code and ``config.json`` from ``code_folder``, the state dict from ``weights_file``; offline,
+    in fp32 and eval mode, on the CPU (see the module docstring).
+
+    Raises:
+        WeightsMissingError: Either folder is incomplete or corrupt, or the checkpoint does not fit the code.
+    """
+    try:
+        config = AutoConfig.from_pretrained(code_folder, trust_remote_code=True, local_files_only=True)
+        model = _build_directly(code_folder, config, toonout_state(weights_file))
+    except (OSError, ValueError) as err:
+        raise WeightsMissingError(
+            f"weights {name!r} ({weights_file}, on the code of {code_folder}) cannot be loaded ({err}): fetch them "
+            f"again with `popcon models fetch {name} {TOONOUT_CODE}` on a machine with network"
+        ) from err
+    return model.eval()
+
+
+def onto_grey(image: np.ndarray) -> np.ndarray:
+    """float32 HxWx3: ``image`` (opaque, on white) with its white background composited onto #808080 instead.
+
+    The background is the near-white region (least opacity over white at most :data:`WHITE_TOLERANCE`) 4-connected to
+    the frame border; it and :data:`GREY_RIM` pixels around it are unmixed against white and recomposited over grey:
+    ``I - (1 - a) * (1 - GREY)`` with ``a = 1 - min(R, G, B)``, so pure white becomes grey and a saturated or dark
+    pixel stays as it is. Everything else (the subject, white it encloses) is untouched.
+    """
+    opacity = 1.0 - image.min(axis=2)
+    labels, _ = ndimage.label(opacity <= WHITE_TOLERANCE, structure=_FOUR_CONNECTED)
+    border = np.unique(np.concatenate([labels[0], labels[-1], labels[:, 0], labels[:, -1]]))
+    background = np.isin(labels, border[border > 0])
+    region = (
+        ndimage.binary_dilation(background, structure=_FOUR_CONNECTED, iterations=GREY_RIM) if GREY_RIM else background
+    )
+    shift = np.where(region, (1.0 - opacity) * (1.0 - GREY), 0.0).astype(np.float32)
+    return np.asarray(image - shift[..., None], dtype=np.float32)
+
+
 class BiRefNetStep:
     """Coarse step: BiRefNet's alpha (see the module docstring).
 
@@ -141,8 +251,10 @@ class BiRefNetStep:
     input_size: int = 1024
     """Side of the square every image is resized to for the model (the model card's 1024x1024)."""
 
-    def __init__(self, model: torch.nn.Module, device: str) -> None:
+    def __init__(self, model: torch.nn.Module, device: str, *, on_grey: bool = False) -> None:
         self._model = model.to(device).eval()
+        self.on_grey = on_grey
+        """Composite each frame's white background onto #808080 first (:func:`onto_grey`; the ``toonout`` variant)."""
         self._lock = threading.Lock()
         self.device = device
         self.precision = torch_precision(device)
@@ -175,7 +287,10 @@ class BiRefNetStep:
             ]
 
     def _model_input(self, image: np.ndarray) -> torch.Tensor:
-        """1 x 3 x size x size: ``image`` (float32 HxWx3 in [0, 1]) resized and normalised."""
+        """1 x 3 x size x size: ``image`` (float32 HxWx3 in [0, 1]) resized and normalised (on grey first, when
+        :attr:`on_grey`)."""
+        if self.on_grey:
+            image = onto_grey(image)
         pixels = torch.from_numpy(np.ascontiguousarray(image)).to(self.device).permute(2, 0, 1).unsqueeze(0)
         size = (self.input_size, self.input_size)
         resized = functional.interpolate(pixels, size=size, mode="bilinear", align_corners=False, antialias=True)
@@ -193,6 +308,8 @@ class BiRefNetStep:
 def create_step(variant: str | None, context: StepContext) -> BiRefNetStep:
     """The step factory: load the variant's weights (``general`` by default) once, offline, onto the context's device.
 
+    ``toonout`` needs two weight sets: ``birefnet-toonout`` (the checkpoint) and ``birefnet-general`` (the code).
+
     Raises:
         InvalidPipelineError: Unknown variant.
         WeightsMissingError: The weights are not in the model folder, or are broken (the message names the fetch
@@ -203,6 +320,11 @@ def create_step(variant: str | None, context: StepContext) -> BiRefNetStep:
     if chosen not in WEIGHTS:
         raise InvalidPipelineError(f"step 'birefnet' has no variant {chosen!r} (variants: {sorted(WEIGHTS)})")
     name = WEIGHTS[chosen]
+    if chosen == "toonout":
+        weights_folder = require(context.model_dir, name, must_contain=TOONOUT_FILE)
+        code_folder = require(context.model_dir, TOONOUT_CODE, must_contain="config.json")
+        device = torch_device(context.device)
+        return BiRefNetStep(load_toonout(code_folder, weights_folder / TOONOUT_FILE, name), device, on_grey=True)
     folder = require(context.model_dir, name, must_contain="config.json")
     device = torch_device(context.device)
     return BiRefNetStep(load_model(folder, name), device)

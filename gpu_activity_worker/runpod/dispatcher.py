@@ -36,7 +36,9 @@ result per candidate back), the slot's jobs side by side: submit (``POST /run`` 
   10 MB payload limit), when this dispatcher's store is a ``file://`` root RunPod cannot read.
 
 ``describe_pipeline`` checks the pipeline name against the engine registry here, without loading a model or waking an
-endpoint worker, and reports the device as ``runpod:<endpoint id>``.
+endpoint worker, and reports the device as ``runpod:<endpoint id>``. ``refine_matte`` runs here too, with the
+weight-free ``clicks`` segmenter whatever the set asks for (a fraction of a second on this CPU, no endpoint job and
+no model): SAM2 refinement needs an in-process GPU worker on the queue.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ from gpu_activity_worker.engines import StepRegistry, builtin_steps
 from gpu_activity_worker.engines.base import MattingError
 from gpu_activity_worker.matting import failure_type
 from gpu_activity_worker.pipeline import Pipelines
+from gpu_activity_worker.refine import BUILTIN_SEGMENTERS, FALLBACK, Refiners, refine_matte
 from gpu_activity_worker.runpod.api import JobNotFoundError, JobReport, JobStatus, RunPodApi, RunPodApiError
 from gpu_activity_worker.runpod.jobs import (
     MatteSlotJob,
@@ -74,6 +77,7 @@ from gpu_activity_worker.runpod.jobs import (
     parse_job_error,
 )
 from gpu_activity_worker.runpod.settings import RunPodSettings
+from gpu_activity_worker.temporal import stabilise_emoji
 from workflows.contract import (
     GPU_TASK_QUEUE,
     HEARTBEAT_INTERVAL,
@@ -86,6 +90,11 @@ from workflows.contract import (
     MatteSlotInput,
     MatteSlotOutput,
     PipelineDescription,
+    RefineMatteInput,
+    RefineMatteOutput,
+    StabiliseEmojiInput,
+    StabiliseEmojiOutput,
+    TemporalMode,
 )
 
 CANCEL_DELAY = 2 * HEARTBEAT_INTERVAL
@@ -233,6 +242,7 @@ class RunPodDispatcher:
         """Jobs the endpoint's workers hold at once, and the most this dispatcher has in flight."""
         self._in_flight = asyncio.Semaphore(self.jobs_at_once)
         self._pipelines = Pipelines(builtin_steps() if steps is None else steps)  # only parses: RunPod builds them
+        self._refiners = Refiners(self._pipelines, {FALLBACK: BUILTIN_SEGMENTERS[FALLBACK]})  # no model here
 
     async def aclose(self) -> None:
         await self._api.aclose()
@@ -244,9 +254,13 @@ class RunPodDispatcher:
             steps = self._pipelines.parse(request.pipeline)
         except MattingError as err:
             raise _matting_failure(err) from err
+        names = [str(step) for step in steps]
+        if request.temporal is not TemporalMode.NONE:
+            # SAM 2's video tracking does not run through RunPod: stabilise_emoji runs here, weight-free.
+            names.append(f"temporal:{TemporalMode.STABILISE.value}")
         return PipelineDescription(
             pipeline=request.pipeline,
-            steps=[str(step) for step in steps],
+            steps=names,
             device=f"runpod:{self._endpoint}",
             precision="unknown",
         )
@@ -290,6 +304,32 @@ class RunPodDispatcher:
             },
         )
         return MatteSlotOutput(results=results)
+
+    @activity.defn(name=ActivityName.REFINE_MATTE)
+    async def refine_matte(self, request: RefineMatteInput) -> RefineMatteOutput:
+        """Refine cut-outs with clicks in this process, with the weight-free ``clicks`` segmenter (see the module
+        docstring), heartbeating while it runs."""
+        weight_free = request.model_copy(update={"refiner": FALLBACK})
+        work = asyncio.ensure_future(asyncio.to_thread(refine_matte, weight_free, self._store, self._refiners))
+        try:
+            while not (await asyncio.wait([work], timeout=HEARTBEAT_INTERVAL.total_seconds()))[0]:
+                activity.heartbeat()
+            return work.result()
+        except (MattingError, ArtifactError) as err:
+            raise _matting_failure(err) from err
+
+    @activity.defn(name=ActivityName.STABILISE_EMOJI)
+    async def stabilise_emoji(self, request: StabiliseEmojiInput) -> StabiliseEmojiOutput:
+        """Stabilise an emoji's picked cut-outs in this process with the weight-free stabiliser (``sam2`` falls back
+        to it: SAM 2's video tracking is not a RunPod job), heartbeating while it runs."""
+        weight_free = request.model_copy(update={"mode": TemporalMode.STABILISE})
+        work = asyncio.ensure_future(asyncio.to_thread(stabilise_emoji, weight_free, self._store, self._pipelines))
+        try:
+            while not (await asyncio.wait([work], timeout=HEARTBEAT_INTERVAL.total_seconds()))[0]:
+                activity.heartbeat()
+            return work.result()
+        except (MattingError, ArtifactError) as err:
+            raise _matting_failure(err) from err
 
     async def _heartbeat(self, jobs: dict[int, str]) -> None:
         """Heartbeat the slot's job ids every heartbeat interval, also while its jobs wait for their turn."""
@@ -499,7 +539,12 @@ def build_dispatcher_worker(
     worker = Worker(
         client,
         task_queue=GPU_TASK_QUEUE,
-        activities=[dispatcher.describe_pipeline, dispatcher.matte_slot],
+        activities=[
+            dispatcher.describe_pipeline,
+            dispatcher.matte_slot,
+            dispatcher.refine_matte,
+            dispatcher.stabilise_emoji,
+        ],
         max_concurrent_activities=slots,
         activity_task_poller_behavior=PollerBehaviorSimpleMaximum(maximum=slots),
         max_heartbeat_throttle_interval=HEARTBEAT_INTERVAL,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import shutil
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,7 +20,7 @@ from gpu_activity_worker.engines import birefnet, builtin_steps
 from gpu_activity_worker.engines.base import InvalidPipelineError, MatteState, StepContext
 from gpu_activity_worker.engines.birefnet import BiRefNetStep, create_step, load_model
 from gpu_activity_worker.pipeline import Pipelines
-from gpu_activity_worker.weights import WeightsMissingError
+from gpu_activity_worker.weights import CATALOGUE, WeightsMissingError
 from testkit.weights import unpinned
 
 CONFIG_SOURCE = """
@@ -303,3 +304,140 @@ def test_birefnet_then_defringe_through_the_pipeline(model_dir: Path) -> None:
     assert built.step_names == ["birefnet", "defringe"]
     assert result.rgba.shape == (64, 56, 4) and result.rgba.dtype == np.uint8
     assert (result.device, result.precision) == ("cpu", "fp32")
+
+
+# --- toonout --------------------------------------------------------------------------------------------------------
+
+
+class NotATensor:
+    """A pickled object a weights-only load must refuse."""
+
+
+def make_toonout(model_dir: Path, prefix: str = "module._orig_mod.") -> Path:
+    """A stand-in ToonOut checkpoint as published: a raw fp32 state dict of the stand-in model, keys prefixed as DDP +
+    torch.compile saved them, with no code of its own (it loads into birefnet-general's)."""
+    code = model_dir / "birefnet-general"
+    if not code.exists():
+        make_weights(model_dir, "birefnet-general")
+    config = AutoConfig.from_pretrained(code, trust_remote_code=True, local_files_only=True)
+    model_class = get_class_from_dynamic_module("birefnet.BiRefNet", code, local_files_only=True)
+    torch.manual_seed(1)  # other weights than birefnet-general's
+    state = {f"{prefix}{key}": value for key, value in model_class(config).state_dict().items()}
+    folder = model_dir / "birefnet-toonout"
+    folder.mkdir()
+    torch.save(state, folder / birefnet.TOONOUT_FILE)
+    return folder / birefnet.TOONOUT_FILE
+
+
+@pytest.mark.parametrize("prefix", ["module._orig_mod.", "module.", ""])
+def test_toonout_loads_its_checkpoint_into_the_general_code(tmp_path: Path, prefix: str) -> None:
+    checkpoint = make_toonout(tmp_path, prefix)
+
+    step = create_step("toonout", StepContext(device="cpu", model_dir=tmp_path))
+
+    assert not step._model.training and step.on_grey
+    saved = {key.removeprefix(prefix): value for key, value in torch.load(checkpoint, weights_only=True).items()}
+    loaded = step._model.state_dict()
+    assert loaded.keys() == saved.keys()
+    for key, value in saved.items():
+        assert loaded[key].dtype == torch.float32 and torch.equal(loaded[key], value)
+    general = load_file(tmp_path / "birefnet-general" / "model.safetensors")
+    assert not torch.equal(loaded["fine.weight"], general["fine.weight"].float())  # ToonOut's, not general's
+    assert step.apply(MatteState(image=disc())).alpha is not None
+
+
+def test_every_variant_has_a_birefnet_catalogue_entry() -> None:
+    assert all(CATALOGUE[name].engine == "birefnet" for name in birefnet.WEIGHTS.values())
+    assert CATALOGUE[birefnet.TOONOUT_CODE].engine == "birefnet"
+
+
+def model_inputs(step: BiRefNetStep) -> list[torch.Tensor]:
+    """Every batch the step's model receives from now on."""
+    seen: list[torch.Tensor] = []
+    step._model.register_forward_pre_hook(lambda _module, args: seen.append(args[0].detach().clone()))
+    return seen
+
+
+def test_toonout_gives_the_model_the_frame_on_grey(tmp_path: Path) -> None:
+    make_toonout(tmp_path)
+    context = StepContext(device="cpu", model_dir=tmp_path)
+    toonout, general = create_step("toonout", context), create_step("general", context)
+    toonout_inputs, general_inputs = model_inputs(toonout), model_inputs(general)
+    image = disc(32, 32)  # the model size: no resizing
+
+    toonout.apply(MatteState(image=image))
+    general.apply(MatteState(image=image))
+
+    mean = torch.tensor(birefnet.IMAGENET_MEAN).view(1, 3, 1, 1)
+    std = torch.tensor(birefnet.IMAGENET_STD).view(1, 3, 1, 1)
+    grey = birefnet.onto_grey(image)
+    seen = toonout_inputs[0] * std + mean  # back to pixels
+    torch.testing.assert_close(seen, torch.from_numpy(grey).permute(2, 0, 1).unsqueeze(0), atol=1e-5, rtol=0)
+    np.testing.assert_allclose(seen[0, :, 0, 0].numpy(), [128 / 255] * 3, atol=1e-5)  # the corner: #808080
+    np.testing.assert_allclose(seen[0, :, 16, 16].numpy(), [0.9, 0.1, 0.1], atol=1e-5)  # the red disc
+    np.testing.assert_allclose((general_inputs[0] * std + mean)[0, :, 0, 0].numpy(), [1.0] * 3, atol=1e-5)
+
+
+def test_onto_grey_replaces_only_the_white_background() -> None:
+    image = np.ones((40, 40, 3), dtype=np.float32)
+    image[8:32, 8:32] = (0.1, 0.05, 0.05)  # a dark outline ...
+    image[12:28, 12:28] = 1.0  # ... enclosing white (an eye)
+    image[16:24, 16:24] = (0.2, 0.6, 0.9)  # a blue pupil
+    image[8:32, 7] = (0.55, 0.525, 0.525)  # the outline's anti-aliased edge: half outline, half white
+
+    grey = birefnet.onto_grey(image)
+
+    assert grey.dtype == np.float32 and grey.shape == image.shape
+    assert np.array_equal(np.rint(grey[0, 0] * 255), [128, 128, 128])  # background: #808080
+    np.testing.assert_allclose(grey[0, 0], [128 / 255] * 3, atol=1e-6)
+    np.testing.assert_array_equal(grey[10, 10], image[10, 10])  # the outline
+    np.testing.assert_array_equal(grey[14, 14], image[14, 14])  # the enclosed white stays white
+    np.testing.assert_array_equal(grey[20, 20], image[20, 20])
+    # The edge, half outline over white, becomes half outline over grey (unmixed at its least opacity, 0.475).
+    np.testing.assert_allclose(grey[20, 7], image[20, 7] - 0.525 * (1 - 128 / 255), atol=1e-6)
+
+
+def test_toonout_needs_the_general_code_and_says_so(tmp_path: Path) -> None:
+    make_toonout(tmp_path)
+    shutil.rmtree(tmp_path / "birefnet-general")
+
+    with pytest.raises(WeightsMissingError, match=r"popcon models fetch birefnet-general"):
+        create_step("toonout", StepContext(device="cpu", model_dir=tmp_path))
+
+
+def test_toonout_without_its_checkpoint_names_the_fetch_command(tmp_path: Path) -> None:
+    make_weights(tmp_path, "birefnet-general")
+    with pytest.raises(WeightsMissingError, match=r"popcon models fetch birefnet-toonout"):
+        create_step("toonout", StepContext(device="cpu", model_dir=tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("breakage", "reason"),
+    [
+        ("truncated", "not a loadable PyTorch checkpoint"),
+        ("pickled code", "not a loadable PyTorch checkpoint"),
+        ("not tensors", "not a state dict of tensors"),
+        ("a tensor is missing", r"1 missing .*fine\.weight"),
+        ("a tensor has the wrong shape", "size mismatch"),
+    ],
+)
+def test_a_broken_toonout_checkpoint_is_a_clear_error(tmp_path: Path, breakage: str, reason: str) -> None:
+    checkpoint = make_toonout(tmp_path)
+    state = torch.load(checkpoint, weights_only=True)
+    if breakage == "truncated":
+        checkpoint.write_bytes(checkpoint.read_bytes()[:100])
+    elif breakage == "pickled code":
+        torch.save({**state, "extra": NotATensor()}, checkpoint)
+    elif breakage == "not tensors":
+        torch.save({"epoch": 245}, checkpoint)
+    elif breakage == "a tensor is missing":
+        del state["module._orig_mod.fine.weight"]
+        torch.save(state, checkpoint)
+    else:
+        state["module._orig_mod.fine.weight"] = torch.zeros(1, 2, 3, 3)
+        torch.save(state, checkpoint)
+
+    with pytest.raises(WeightsMissingError, match=rf"(?s)cannot be loaded .*{reason}") as caught:
+        create_step("toonout", StepContext(device="cpu", model_dir=tmp_path))
+
+    assert "popcon models fetch birefnet-toonout birefnet-general" in str(caught.value)

@@ -14,6 +14,7 @@ import io
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from pathlib import Path
 
 import av
 import numpy as np
@@ -560,15 +561,12 @@ FLUENT_FRAMES = {
 }
 
 
-def _cached_fluent_frame(name: str) -> np.ndarray:
-    """Frame 0 of a Fluent animation from the matting benchmark's cache (``benchmarks/emoji_data.py``), if there."""
-    from benchmarks.emoji_data import FLUENT_ANIM
+DATA = Path(__file__).parent / "data"
+"""Real emoji art with true alpha, committed with its licences (``data/README.md``)."""
 
-    path = FLUENT_ANIM.folder / f"{name}.webp"
-    if not path.exists():
-        pytest.skip(f"{path} is not cached: run `python -m benchmarks.matting_quality` once to fetch it")
-    with Image.open(path) as animation:
-        return np.asarray(animation.convert("RGBA"))
+
+def _real_art(name: str) -> np.ndarray:
+    return np.asarray(Image.open(DATA / f"{name}.png").convert("RGBA"))
 
 
 def _over_white(rgba: np.ndarray) -> np.ndarray:
@@ -578,9 +576,9 @@ def _over_white(rgba: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize("name", list(FLUENT_FRAMES))
 def test_real_emoji_over_white_holes_cut_and_white_paint_kept(name: str) -> None:
-    """Fluent emoji (MIT) from the benchmark's cache: their holes go, their white eyes and teeth stay."""
+    """Fluent emoji (MIT), frame 0: their holes go, their white eyes and teeth stay."""
     holes, max_sad = FLUENT_FRAMES[name]
-    rgba = _cached_fluent_frame(name)
+    rgba = _real_art(f"fluent-{name}")
     truth = rgba[..., 3] / 255
 
     alpha = PIPELINES.build("classical").run(_over_white(rgba)).alpha
@@ -592,16 +590,23 @@ def test_real_emoji_over_white_holes_cut_and_white_paint_kept(name: str) -> None
 
 
 def test_real_line_art_keeps_its_outlined_white_teeth_and_eyes() -> None:
-    """OpenMoji's grinning face (CC BY-SA 4.0) from the benchmark's cache: outlined art, nothing enclosed is cut."""
-    from benchmarks.emoji_data import OPENMOJI
-
-    path = OPENMOJI.folder / "1F600.png"
-    if not path.exists():
-        pytest.skip(f"{path} is not cached: run `python -m benchmarks.matting_quality` once to render it")
-    rgba = np.asarray(Image.open(path).convert("RGBA"))
+    """OpenMoji's grinning face (CC BY-SA 4.0): outlined art, nothing enclosed is cut."""
+    rgba = _real_art("openmoji-1F600")
     truth = rgba[..., 3] / 255
 
     alpha = PIPELINES.build("classical").run(_over_white(rgba)).alpha
 
     assert np.mean((alpha < 0.5) & (truth >= 0.5)) <= 0.001
     assert metrics.sad(alpha, truth) <= 0.15
+
+
+def test_dark_shaded_parts_are_not_outlined_art() -> None:
+    """A Fluent cyclist (MIT): its dark tyres are shaded colour, not black line art, so its wheels are cut out."""
+    rgba = _real_art("fluent-1f6b4-1f3fc-200d-2640-fe0f")
+    truth = rgba[..., 3] / 255
+
+    alpha = PIPELINES.build("classical").run(_over_white(rgba)).alpha
+
+    assert metrics.sad(alpha, truth) <= 0.5  # 7.8 while the tyres counted as outlines
+    assert np.mean((alpha >= 0.5) & (truth < 0.5)) <= 0.005
+    assert np.mean((alpha < 0.5) & (truth >= 0.5)) <= 0.0015

@@ -8,6 +8,7 @@ on a CPU), so the model tests share one step and use few images.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 import torch
 from sam2.build_sam import build_sam2
 
+from core.artifacts import FileArtifactStore
 from gpu_activity_worker.engines import builtin_steps
 from gpu_activity_worker.engines.base import (
     InvalidPipelineError,
@@ -35,9 +37,12 @@ from gpu_activity_worker.engines.sam2 import (
     propagate_masks,
     refine_alpha,
 )
+from gpu_activity_worker.matting import describe, encode_png
 from gpu_activity_worker.pipeline import Pipelines
+from gpu_activity_worker.temporal import stabilise_emoji
 from gpu_activity_worker.weights import WeightsMissingError
 from testkit.weights import unpinned
+from workflows.contract import DescribePipelineInput, StabiliseEmojiInput, TemporalMode
 
 SIZE = 96
 
@@ -272,3 +277,44 @@ def test_propagate_masks_checks_its_input(step: Sam2Step) -> None:
         propagate_masks(step, [frame], np.ones((8, 8), dtype=bool))
     with pytest.raises(UnsupportedImageError, match="empty"):
         propagate_masks(step, [frame], np.zeros((16, 16), dtype=np.float32))
+
+
+def test_temporal_sam2_tracks_an_emojis_frames(model_dir: Path, tmp_path: Path) -> None:
+    """``temporal = sam2``: the worker's sam2 step (behind its micro-batcher) tracks the first frame's subject and
+    each stored cut-out is reconciled with it, inside the GPU turn; random weights, so shapes and flow only."""
+    store = FileArtifactStore(tmp_path)
+    pipelines = Pipelines(builtin_steps(), StepContext(device="cpu", model_dir=model_dir, max_batch=2))
+    assert pipelines.step("sam2") is pipelines.step("sam2")
+    sources, mattes = [], []
+    for shift in range(3):
+        state = _emoji(48, 64)
+        assert state.alpha is not None
+        rgb = np.clip(np.rint(np.roll(state.image, 2 * shift, axis=1) * 255), 0, 255).astype(np.uint8)
+        alpha = np.clip(np.rint(np.roll(state.alpha, 2 * shift, axis=1) * 255), 0, 255).astype(np.uint8)
+        opaque = np.dstack([rgb, np.full_like(alpha, 255)])
+        sources.append(store.put(f"source-{shift}.png", encode_png(opaque), "image/png"))
+        mattes.append(store.put(f"matte-{shift}.png", encode_png(np.dstack([rgb, alpha])), "image/png"))
+    turns = []
+
+    @contextlib.contextmanager
+    def gpu_turn() -> Iterator[None]:
+        turns.append("taken")
+        yield
+
+    request = StabiliseEmojiInput(
+        mode=TemporalMode.SAM2, sources=sources, mattes=mattes, output_keys=[f"stable-{i}.png" for i in range(3)]
+    )
+    output = stabilise_emoji(request, store, pipelines, gpu_turn())
+
+    assert turns == ["taken"] and len(output.mattes) == 3
+    for ref in output.mattes:
+        assert (ref.width, ref.height) == (64, 48)
+
+
+def test_temporal_sam2_without_weights_fails_the_check_step(tmp_path: Path) -> None:
+    """``describe_pipeline`` loads SAM 2 for ``temporal = sam2``, so missing weights fail the set before any work."""
+    pipelines = Pipelines(builtin_steps(), StepContext(device="cpu", model_dir=tmp_path))
+    plain = describe(DescribePipelineInput(pipeline="classical", temporal=TemporalMode.STABILISE), pipelines)
+    assert plain.steps == ["floodfill", "defringe", "temporal:stabilise"]
+    with pytest.raises(WeightsMissingError, match=r"popcon models fetch sam2\.1-hiera-tiny"):
+        describe(DescribePipelineInput(pipeline="classical", temporal=TemporalMode.SAM2), pipelines)

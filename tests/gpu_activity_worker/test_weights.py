@@ -420,3 +420,19 @@ def test_cli_lists_and_fetches(tmp_path: Path, catalogue_entry: ModelWeights, mo
     assert (tmp_path / "test-model" / "model.onnx").exists()
     assert "test-model" in listed.output and "birefnet-general" in listed.output
     assert "sha256" in listed.output and "pinned" in listed.output and "UNPINNED" not in listed.output
+
+
+def test_the_toonout_entry_is_the_published_checkpoint_at_a_pinned_revision() -> None:
+    entry = CATALOGUE["birefnet-toonout"]
+    source = entry.source
+
+    assert entry.engine == "birefnet" and entry.licence.startswith("MIT")
+    assert isinstance(source, UrlFile) and source.filename == "birefnet_finetuned_toonout.pth"
+    assert re.fullmatch(
+        r"https://huggingface\.co/joelseytre/toonout/resolve/[0-9a-f]{40}/birefnet_finetuned_toonout\.pth", source.url
+    )
+    assert source.sha256 is not None and _is_digest(source.sha256, "sha256", 64) and source.md5 is None
+    assert weights.pin_status(entry) == "sha256"
+    code = CATALOGUE["birefnet-general"]  # the code its state dict loads into
+    assert code.engine == "birefnet" and isinstance(code.source, HubSnapshot)
+    assert {"birefnet.py", "BiRefNet_config.py", "config.json"} <= set(code.source.allow_patterns)

@@ -13,8 +13,15 @@ from typing import Any
 import pytest
 from PIL import Image, ImageSequence
 from temporalio.api.common.v1 import Payload
-from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.client import (
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHistory,
+    WorkflowUpdateFailedError,
+)
 from temporalio.common import RawValue
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
 
 from starter.client import MessageRejected, SetClosed, UploadRefused
 from testkit.generator_standins import RefusesClip, RefusesStartFrame, ThrottledOnce
@@ -39,7 +46,9 @@ from workflows.contract import (
     ReviewPolicy,
     StagePolicy,
     TakeStatus,
+    TemporalMode,
 )
+from workflows.emoji_set import EmojiSetWorkflow
 
 AUTO_START = ReviewPolicy(start_frames=StagePolicy.AUTO)
 SMALL: dict[str, Any] = {
@@ -536,3 +545,42 @@ async def test_deadline_cannot_auto_approve_an_unusable_set(time_skipping: Stack
 
     assert result.status == "expired"
     assert result.reason == "review deadline passed; cannot auto-approve, not usable: heart"
+
+
+async def test_temporal_stabilisation_follows_the_picks_and_is_assembled(stack: Stack, set_id: str) -> None:
+    state = await start_and_review(stack, set_id, actions=["wave"], temporal=TemporalMode.STABILISE)
+
+    [action] = state.actions
+    first = action.stabilised_for
+    assert first is not None
+    for frame in action.frames:
+        assert (
+            frame.stabilised is not None
+            and f"/wave/stabilised/{first}/frame-{frame.index:03d}.png" in frame.stabilised.uri
+        )
+        picked = frame.picked()
+        assert picked is not None and picked.matte is not None and frame.assembled() == frame.stabilised
+        with Image.open(io.BytesIO(stack.store.get(frame.stabilised))) as image:
+            assert image.mode == "RGBA" and image.size == (96, 96)
+
+    # A pick by hand drops the stale stabilised cut-outs at once and stabilises the new picks.
+    neighbour = next(c for c in action.frames[2].candidates if c.index != action.frames[2].pick)
+    slot = await stack.sets.pick(PickCandidateInput(emoji="wave", frame=2, candidate=neighbour.index), set_id=set_id)
+    assert slot.stabilised is None
+    state = await wait_until(stack, set_id, lambda s: s.actions[0].stabilised_for not in (None, first))
+    [action] = state.actions
+    second = action.stabilised_for
+    assert second is not None
+    assert all(frame.stabilised is not None and second in frame.stabilised.uri for frame in action.frames)
+
+    await stack.sets.approve(set_id, reviewer="ana")
+    result = await stack.sets.result(set_id)
+
+    assert result.status == "completed"
+    [emoji] = result.emojis
+    assert emoji.frames == [frame.stabilised for frame in action.frames]
+    history = await stack.client.get_workflow_handle(set_id).fetch_history()
+    replay = await Replayer(workflows=[EmojiSetWorkflow], data_converter=pydantic_data_converter).replay_workflow(
+        WorkflowHistory.from_json(set_id, history.to_json())
+    )
+    assert replay.replay_failure is None
