@@ -36,6 +36,7 @@ import numpy as np
 from PIL import Image
 
 from activities.generation.procedural import render_clip, start_frame_images
+from activities.generation.procedural.clip import RenderedClip
 from workflows.contract import ActionSpec, ArtifactRef, CharacterRef, GenerateClipInput, GenerateStartFrameInput
 from workflows.presets import PRESETS
 
@@ -413,6 +414,17 @@ class ProceduralClip:
         ``clean - 255 * (1 - alpha)``, exact to half a level, so the frame over white is ``clean`` again. The clip's
         deliberate defects (``rgb``) are left out: the true alpha is that of the undamaged drawing.
         """
+        rendered = self.render()
+        frames = []
+        for clean, alpha in zip(rendered.clean, rendered.alpha, strict=True):
+            premultiplied = clean.astype(np.float64) / 255 - (1 - alpha[..., None].astype(np.float64))
+            a = alpha[..., None].astype(np.float64)
+            straight = np.divide(premultiplied, a, out=np.ones_like(premultiplied), where=a > 0)
+            frames.append(np.rint(np.dstack([np.clip(straight, 0, 1), a]) * 255).astype(np.uint8))
+        return Clip(self.name, frames)
+
+    def render(self) -> RenderedClip:
+        """The clip as :func:`render_clip` draws it: frames over white, their true alpha and the effects' share."""
         ref = ArtifactRef(uri="memory://benchmark", sha256="0" * 64, size_bytes=1, media_type="image/png")
         action = ActionSpec.of_preset(PRESETS[self.action])
         character = CharacterRef(image=ref, prompt=self.prompt, candidate=self.candidate)
@@ -439,14 +451,7 @@ class ProceduralClip:
             size=SIZE,
             seed=self.seed,
         )
-        rendered = render_clip(request, start)
-        frames = []
-        for clean, alpha in zip(rendered.clean, rendered.alpha, strict=True):
-            premultiplied = clean.astype(np.float64) / 255 - (1 - alpha[..., None].astype(np.float64))
-            a = alpha[..., None].astype(np.float64)
-            straight = np.divide(premultiplied, a, out=np.ones_like(premultiplied), where=a > 0)
-            frames.append(np.rint(np.dstack([np.clip(straight, 0, 1), a]) * 255).astype(np.uint8))
-        return Clip(self.name, frames)
+        return render_clip(request, start)
 
 
 def procedural_clips(count: int = 16, seed: int = SEED) -> list[ProceduralClip]:

@@ -38,6 +38,11 @@ EDGE_STEP = 0.12
 """Largest colour difference between two neighbouring pixels the region grows across."""
 CONTRAST_COST = 100.0
 """Geodesic cost per unit of colour difference along a path, in pixels of flat travel."""
+SPECKLE_SHARE = 1.5e-3
+MIN_SPECKLE = 4
+"""Enclosed gaps of the region up to SPECKLE_SHARE of the frame, or MIN_SPECKLE pixels, are filled (6 pixels at
+64x64, 98 at 256x256): codec specks, not the eyes or buttons a click on a face should leave alone."""
+
 FRINGE_PIXELS = 1
 """Width of the anti-aliased fringe :func:`fringe` adds around a region."""
 
@@ -80,7 +85,19 @@ def segment(image: np.ndarray, points: Sequence[RefinePoint]) -> np.ndarray:
     to_fg = np.asarray(dijkstra(graph, directed=False, indices=fg, min_only=True))
     to_bg = np.asarray(dijkstra(graph, directed=False, indices=bg, min_only=True)) if bg.size else np.inf
     region = np.isfinite(to_fg) & (to_fg < to_bg)
-    return np.asarray(region.reshape(height, width))
+    return _without_speckles(np.asarray(region.reshape(height, width)))
+
+
+def _without_speckles(region: np.ndarray) -> np.ndarray:
+    """``region`` with its small enclosed gaps filled (:data:`SPECKLE_SHARE`): pixels a codec pushed past the colour
+    tolerance inside a flat area, which an erase would otherwise leave behind as specks."""
+    gaps, count = ndimage.label(ndimage.binary_fill_holes(region) & ~region)
+    if not count:
+        return region
+    sizes = np.bincount(gaps.ravel(), minlength=count + 1)
+    small = sizes <= max(MIN_SPECKLE, SPECKLE_SHARE * region.size)
+    small[0] = False
+    return region | small[gaps]
 
 
 def _graph(colours: np.ndarray, allowed: np.ndarray) -> coo_matrix:

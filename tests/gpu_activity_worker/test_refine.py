@@ -79,6 +79,20 @@ def test_a_click_segments_exactly_the_flat_region_it_is_on() -> None:
     np.testing.assert_array_equal(segment(SOURCE, [_at(28, 36)]), BODY)
 
 
+def test_codec_specks_inside_the_region_are_taken_eyes_are_not() -> None:
+    """Single pixels a codec pushed off the body's colour go with it; an eye, far larger, stays out."""
+    eye = _disc(30, 22, 3)
+    specks = np.zeros((SIZE, SIZE), dtype=bool)
+    specks[[40, 44, 38], [30, 24, 34]] = True
+    image = _frame((ORANGE, BODY), (DARK, eye), ((120, 200, 90), specks))
+
+    region = segment(image, [_at(28, 46)])
+
+    assert region[specks].all()
+    assert not region[eye].any()
+    np.testing.assert_array_equal(region, BODY & ~eye)
+
+
 def test_erase_removes_exactly_the_clicked_blob() -> None:
     matte = _cutout(SOURCE, BODY | BLOB)
     region = ClickSegmenter().segment(SOURCE, [_at(50, 12)], RefineMode.ERASE)
