@@ -5,15 +5,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from temporalio.worker import Worker
 
 log = logging.getLogger(__name__)
 
 
-async def serve_until_signalled(worker: Worker) -> None:
+async def serve_until_signalled(worker: Worker, started: Callable[[], Coroutine[Any, Any, None]] | None = None) -> None:
     """Run ``worker``; on SIGTERM or SIGINT stop polling, let running activities finish (up to the worker's
-    graceful shutdown timeout) and return."""
+    graceful shutdown timeout) and return. ``started`` runs beside the worker once it polls (e.g. to make its build
+    current); it is cancelled at the stop if it has not finished."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -21,7 +24,10 @@ async def serve_until_signalled(worker: Worker) -> None:
     try:
         async with worker:
             log.info("worker started", extra={"task_queue": worker.task_queue})
+            hook = asyncio.create_task(started()) if started is not None else None
             await stop.wait()
+            if hook is not None:
+                hook.cancel()
             log.info("shutting down", extra={"task_queue": worker.task_queue})
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):

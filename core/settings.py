@@ -1,14 +1,16 @@
 """Settings shared by every process, from the environment (``POPCON_*``) or a ``.env`` file.
 
 Settings are split by role: each process reads the classes of the roles it plays and nothing else. Those shared by
-several processes are here (Temporal, the artifact store, logs and metrics); each role's own live with it
-(``activities.settings``, ``gpu_activity_worker.settings``, ``gpu_activity_worker.runpod.settings``,
-``starter.devstack``). Every class reads the same ``POPCON_*`` names and ignores the others' variables.
+several processes are here (Temporal, the workers' deployment and build, the artifact store, logs and metrics); each
+role's own live with it (``activities.settings``, ``gpu_activity_worker.settings``,
+``gpu_activity_worker.runpod.settings``, ``starter.devstack``). Every class reads the same ``POPCON_*`` names and
+ignores the others' variables.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -30,6 +32,30 @@ class TemporalSettings(PopconSettings):
     temporal_address: str = "localhost:7233"
     temporal_namespace: str = "default"
     temporal_ui_url: str = Field(default="http://localhost:8233", description="Base URL of the Web UI, for links.")
+
+
+class DeploymentSettings(PopconSettings):
+    """Which Worker Deployment Version a worker is (Temporal's worker versioning, see ``core.versioning``): both
+    workers, the RunPod dispatcher and ``popcon deploy``."""
+
+    worker_versioning: bool = Field(
+        default=True, description="Join a Worker Deployment; off = an unversioned worker (a server without versioning)."
+    )
+    deployment_name: str = Field(
+        default="popcon",
+        pattern=r"^[A-Za-z0-9_-]{1,100}$",
+        description="The orchestration workers' deployment; the GPU workers' is '<name>-gpu'.",
+    )
+    build_id: str = Field(
+        default="",
+        pattern=r"^[A-Za-z0-9_.+-]{0,200}$",
+        description="This worker's build; empty = <package version>-<digest of the code its role runs>.",
+    )
+    build_promotion: Literal["if-none", "always", "never"] = Field(
+        default="if-none",
+        description="Make this build current when a worker starts: if the deployment has none (a first deploy), "
+        "always (the dev stack), or never (the operator does, docs/deploy.md).",
+    )
 
 
 class ArtifactSettings(PopconSettings):

@@ -36,8 +36,9 @@ COPY gpu_activity_worker gpu_activity_worker
 # The project's `popcon` script would point at the CLI, which is not in this image.
 RUN pip install ".[gpu,s3,runpod]" && rm "$VIRTUAL_ENV/bin/popcon"
 
-# Weights are fetched at build time: workers start without network access to model hosts and never download.
-RUN if [ -n "$WEIGHTS" ]; then python -m gpu_activity_worker.weights fetch $WEIGHTS; fi
+# Weights are fetched at build time and checked against the catalogue's sha256: workers start without network access
+# to model hosts and never download. A weight set that cannot be fetched fails the build.
+RUN if [ -n "$WEIGHTS" ]; then python -m gpu_activity_worker.fetch_weights $WEIGHTS; fi
 
 COPY --chmod=755 docker/gpu-entrypoint.sh /usr/local/bin/gpu-entrypoint
 ENTRYPOINT ["gpu-entrypoint"]

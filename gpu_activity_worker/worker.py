@@ -5,14 +5,21 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio.client import Client
-from temporalio.worker import FixedSizeSlotSupplier, PollerBehaviorSimpleMaximum, Worker, WorkerTuner
+from temporalio.worker import (
+    FixedSizeSlotSupplier,
+    PollerBehaviorSimpleMaximum,
+    Worker,
+    WorkerDeploymentConfig,
+    WorkerTuner,
+)
 
 from core.artifacts import ArtifactStore, open_store
 from core.connection import connect
 from core.heartbeats import KeepBeating
 from core.observability import configure_logging, temporal_runtime
 from core.serve import serve_until_signalled
-from core.settings import ArtifactSettings, ObservabilitySettings, TemporalSettings
+from core.settings import ArtifactSettings, DeploymentSettings, ObservabilitySettings, TemporalSettings
+from core.versioning import Role, promote_on_start, worker_deployment
 from gpu_activity_worker.activities import MattingActivities
 from gpu_activity_worker.engines import StepRegistry, builtin_steps
 from gpu_activity_worker.pipeline import Pipelines
@@ -21,7 +28,12 @@ from workflows.contract import GPU_TASK_QUEUE, HEARTBEAT_INTERVAL
 
 
 def build_gpu_worker(
-    client: Client, settings: GpuWorkerSettings, store: ArtifactStore, *, steps: StepRegistry | None = None
+    client: Client,
+    settings: GpuWorkerSettings,
+    store: ArtifactStore,
+    *,
+    steps: StepRegistry | None = None,
+    deployment: WorkerDeploymentConfig | None = None,
 ) -> tuple[Worker, MattingActivities]:
     """A worker serving the GPU queue with the in-process engines: ``gpu_concurrency`` frame slots on the GPU (each
     ``matte_slot`` activity one turn for all its candidates, ``matting_max_batch`` of them at once), and up to
@@ -32,6 +44,8 @@ def build_gpu_worker(
         settings: Device, weights folder, batching, GPU capacity and prefetch.
         store: Where sources are read and cut-outs stored.
         steps: The steps pipelines may use; ``None`` is :func:`~gpu_activity_worker.engines.builtin_steps`.
+        deployment: The Worker Deployment Version it serves (:func:`core.versioning.worker_deployment`); ``None`` is
+            an unversioned worker.
 
     Returns:
         The worker and its activities (close them once the worker has stopped).
@@ -62,6 +76,7 @@ def build_gpu_worker(
         max_heartbeat_throttle_interval=HEARTBEAT_INTERVAL,
         default_heartbeat_throttle_interval=HEARTBEAT_INTERVAL,
         graceful_shutdown_timeout=timedelta(seconds=60),
+        deployment_config=deployment,
     )
     return worker, matting
 
@@ -71,8 +86,15 @@ async def main(steps: StepRegistry | None = None) -> None:
     observability = ObservabilitySettings()
     configure_logging(observability.log_level)
     client = await connect(TemporalSettings(), temporal_runtime(observability.metrics_bind))
-    worker, matting = build_gpu_worker(client, GpuWorkerSettings(), open_store(ArtifactSettings()), steps=steps)
+    deployment = DeploymentSettings()
+    worker, matting = build_gpu_worker(
+        client,
+        GpuWorkerSettings(),
+        open_store(ArtifactSettings()),
+        steps=steps,
+        deployment=worker_deployment(deployment, Role.GPU),
+    )
     try:
-        await serve_until_signalled(worker)
+        await serve_until_signalled(worker, lambda: promote_on_start(client, deployment, Role.GPU))
     finally:
         matting.close()

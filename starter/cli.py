@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import os
+import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import timedelta
 from pathlib import Path
@@ -20,6 +23,7 @@ from gpu_activity_worker.fetch_weights import fetch_each
 from gpu_activity_worker.settings import GpuWorkerSettings
 from starter import demo as demo_module
 from starter.client import EmojiSetClient, EmojiSetError
+from starter.deploy_cli import app as deploy_app
 from starter.devstack import DevStack, DevStackSettings
 from starter.download import download_packages, download_result
 from starter.runpod_cli import app as runpod_app
@@ -51,6 +55,7 @@ app.add_typer(dev_app, name="dev")
 models_app = typer.Typer(help="Model weights for the matting engines (offline folder POPCON_MODEL_DIR).")
 app.add_typer(models_app, name="models")
 app.add_typer(runpod_app, name="runpod")
+app.add_typer(deploy_app, name="deploy")
 console = Console(soft_wrap=True)
 T = TypeVar("T")
 
@@ -594,3 +599,23 @@ def models_fetch(
 
     if not fetch_each(GpuWorkerSettings().model_dir, names, report):
         raise typer.Exit(1)
+
+
+def main() -> None:
+    """The ``popcon`` command: the CLI, then an exit without the interpreter's teardown.
+
+    A Temporal client's Rust threads can outlive a short command and abort the finishing interpreter (``Fatal Python
+    error: PyGILState_Release``, exit code 134, after the command's output; temporalio/sdk-python#300), which a
+    script reading the exit code would take for a failure. Everything is flushed first.
+    """
+    try:
+        app()
+        code: object = 0
+    except SystemExit as exit_:
+        code = exit_.code
+    if isinstance(code, str):
+        print(code, file=sys.stderr)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code if isinstance(code, int) else 0 if code is None else 1)

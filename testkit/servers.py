@@ -11,6 +11,7 @@ from pathlib import Path
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from core.settings import DeploymentSettings
 from starter.devstack import ensure_search_attributes, temporal_cli
 from workflows import search_attributes as sa
 
@@ -48,3 +49,17 @@ async def start_time_skipping_server() -> WorkflowEnvironment:
     )
     await ensure_search_attributes(env.client)
     return env
+
+
+UNVERSIONED = DeploymentSettings(_env_file=None, worker_versioning=False)
+"""Workers outside any Worker Deployment: for :func:`start_eager_continue_as_new_server` (and any server without
+worker versioning)."""
+
+
+async def start_eager_continue_as_new_server() -> WorkflowEnvironment:
+    """A dev server that suggests continue-as-new after 40 events, so a review continues as new again and again.
+
+    Run its workers :data:`UNVERSIONED`: the server's own Worker Deployment workflows continue as new that early too,
+    and a change of current build then sometimes never reports itself settled (seen about one start in three).
+    """
+    return await start_throwaway_server("--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=40")

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from activities.settings import DashScopeSettings, OrchestrationSettings
-from core.settings import ArtifactSettings, ObservabilitySettings, PopconSettings, TemporalSettings
+from core.settings import (
+    ArtifactSettings,
+    DeploymentSettings,
+    ObservabilitySettings,
+    PopconSettings,
+    TemporalSettings,
+)
 from gpu_activity_worker.runpod.settings import RunPodSettings
 from gpu_activity_worker.settings import GpuWorkerSettings
 from starter.devstack import DevStackSettings
@@ -11,6 +17,7 @@ from starter.review.settings import ReviewSettings
 
 SETTINGS_ROLES: tuple[type[PopconSettings], ...] = (
     TemporalSettings,
+    DeploymentSettings,
     ArtifactSettings,
     ObservabilitySettings,
     OrchestrationSettings,

@@ -15,7 +15,8 @@ from activities.generation import GeneratorRegistry
 from activities.settings import OrchestrationSettings
 from activities.worker import build_worker
 from core.artifacts import FileArtifactStore
-from core.settings import ArtifactSettings
+from core.settings import ArtifactSettings, DeploymentSettings
+from core.versioning import Role, promote_on_start, worker_deployment
 from gpu_activity_worker.settings import GpuWorkerSettings
 from gpu_activity_worker.worker import build_gpu_worker
 from starter.client import EmojiSetClient
@@ -29,6 +30,9 @@ class StackSettings:
     artifacts: ArtifactSettings
     gpu: GpuWorkerSettings
     orchestration: OrchestrationSettings = field(default_factory=lambda: OrchestrationSettings(_env_file=None))
+    deployment: DeploymentSettings | None = None
+    """The workers' builds; ``None``: versioned on a dev server (their builds made current at start), unversioned on
+    the time-skipping server (which has no worker versioning)."""
 
 
 @dataclass
@@ -40,6 +44,8 @@ class Stack:
     store: FileArtifactStore
     settings: StackSettings
     env: WorkflowEnvironment
+    deployment: DeploymentSettings
+    """The workers' builds (versioned or not)."""
 
 
 async def run_stack(
@@ -51,10 +57,28 @@ async def run_stack(
     """
     client = env.client
     store = FileArtifactStore(Path(urlparse(settings.artifacts.artifact_root_uri()).path))
-    orchestration, production = build_worker(client, settings.orchestration, store, generators=generators)
-    gpu, matting = build_gpu_worker(client, settings.gpu, store)
+    deployment = settings.deployment or DeploymentSettings(
+        _env_file=None, worker_versioning=not env.supports_time_skipping, build_promotion="always"
+    )
+    orchestration, production = build_worker(
+        client,
+        settings.orchestration,
+        store,
+        generators=generators,
+        deployment=worker_deployment(deployment, Role.ORCHESTRATION),
+    )
+    gpu, matting = build_gpu_worker(client, settings.gpu, store, deployment=worker_deployment(deployment, Role.GPU))
     async with orchestration, gpu:
-        yield Stack(client=client, sets=EmojiSetClient(client, store=store), store=store, settings=settings, env=env)
+        for role in Role:
+            await promote_on_start(client, deployment, role)
+        yield Stack(
+            client=client,
+            sets=EmojiSetClient(client, store=store),
+            store=store,
+            settings=settings,
+            env=env,
+            deployment=deployment,
+        )
     await production.aclose()
     matting.close()
 

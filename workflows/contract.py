@@ -28,6 +28,10 @@ the time since the last one is never more than about a second when a worker is l
 HEARTBEAT_TIMEOUT = timedelta(seconds=6)
 """Every activity's heartbeat timeout: a lost worker's activity is retried this long after its last beat. Six beats
 are missed first, so a busy event loop is not mistaken for a lost worker."""
+UPGRADE_CHECK_INTERVAL = timedelta(minutes=15)
+"""How often a set waiting for a person wakes to see whether its deployment has a new current build (and moves to it,
+continuing as new, when nothing is in flight). Old builds drain within this after their sets' production ends; each
+wake is five history events."""
 STICKY_WORKFLOW_TIMEOUT = timedelta(seconds=3)
 """How long a set's next workflow task waits for the worker that has the set cached before any worker takes it (and
 replays the history): a lost orchestration worker costs this, not the SDK's default 10 s."""
@@ -174,7 +178,23 @@ class TemporalMode(StrEnum):
 
 
 class _Model(BaseModel):
-    """Base of every contract model: unknown fields are an error, so a typo in a JSON input is caught."""
+    """Base of every contract model: a reader ignores fields it does not know.
+
+    Builds of different age read each other's payloads: a set pinned to an older build reads the results of a newer
+    GPU worker, an older client reads the state of a set on a newer build, a build reads the state an older one
+    carried across continue-as-new. A field they do not know was added after them (fields are only ever added, with a
+    default: docs/deploy.md), so they go on without it; refusing it would fail the set (a result that does not decode
+    fails the workflow task) or the client.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class _Request(_Model):
+    """A request a person, a backend or the workflow writes for one reader: a message, an activity's input, an
+    export. Unknown fields are refused, so a typo in hand-written JSON is an error, and a request whose new field an
+    older reader cannot honour is refused with the field's name instead of being half done. The typed client sends only
+    the fields it sets (``starter.client``), so a newer client's default-valued fields never reach an older set."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -185,7 +205,7 @@ class _Model(BaseModel):
 class ArtifactRef(_Model):
     """A stored blob (claim check). Workers fetch the bytes by ``uri`` and verify them against ``sha256``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     uri: str
     sha256: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
@@ -281,7 +301,11 @@ class ActionSpec(_Model):
 
 
 class EmojiSetInput(_Model):
-    """Start a set: a character (a prompt, or an uploaded picture) and the actions to animate, one emoji each."""
+    """Start a set: a character (a prompt, or an uploaded picture) and the actions to animate, one emoji each.
+
+    Also part of the set's state, which clients of any age read, so unknown fields are ignored when it is read back;
+    a start request is validated with :meth:`of_request`, which refuses them.
+    """
 
     character_prompt: Prompt | None = Field(
         default=None, description="Who the character is, e.g. 'a round orange cat with a blue scarf'."
@@ -372,6 +396,11 @@ class EmojiSetInput(_Model):
                 f"this one asks for {candidates}"
             )
         return self
+
+    @classmethod
+    def of_request(cls, data: object) -> EmojiSetInput:
+        """A start request as a person or a backend wrote it: unknown fields (a typo) are refused."""
+        return cls.model_validate(data, extra="forbid")
 
     def action_names(self) -> list[str]:
         return [*self.actions, *(custom.name for custom in self.custom_actions)]
@@ -618,26 +647,26 @@ class EmojiSetState(_Model):
 CustomPrompt = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=500)]
 
 
-class PickCharacterInput(_Model):
+class PickCharacterInput(_Request):
     """Update ``pick_character``: use another character candidate (before start frames are made from it)."""
 
     candidate: int = Field(ge=0)
 
 
-class ApproveCharacterInput(_Model):
+class ApproveCharacterInput(_Request):
     """Update ``approve_character``: go on with the picked character (policy ``human``)."""
 
     reviewer: Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)] = ""
 
 
-class PickStartFrameInput(_Model):
+class PickStartFrameInput(_Request):
     """Update ``pick_start_frame``: choose which start frame candidate an action uses (not yet approving it)."""
 
     action: str
     candidate: int = Field(ge=0)
 
 
-class ApproveStartFramesInput(_Model):
+class ApproveStartFramesInput(_Request):
     """Update ``approve_start_frames``: animate these actions from their picked start frames (empty: every action
     whose start frame awaits review)."""
 
@@ -645,7 +674,7 @@ class ApproveStartFramesInput(_Model):
     reviewer: Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)] = ""
 
 
-class RegenerateStartFrameInput(_Model):
+class RegenerateStartFrameInput(_Request):
     """Update ``regenerate_start_frame``: new start frame candidates for an action from a custom pose prompt."""
 
     action: str
@@ -653,7 +682,7 @@ class RegenerateStartFrameInput(_Model):
     candidates: int | None = Field(default=None, ge=1, le=4)
 
 
-class PickCandidateInput(_Model):
+class PickCandidateInput(_Request):
     """Update ``pick_candidate``: choose by hand which candidate a frame slot uses."""
 
     emoji: str
@@ -661,14 +690,14 @@ class PickCandidateInput(_Model):
     candidate: int = Field(ge=0)
 
 
-class PickTakeInput(_Model):
+class PickTakeInput(_Request):
     """Update ``pick_take``: use one take for a whole emoji (each slot's chosen frame of that take)."""
 
     emoji: str
     take: int = Field(ge=0)
 
 
-class RegenerateActionInput(_Model):
+class RegenerateActionInput(_Request):
     """Update ``regenerate_action``: a new take of an emoji's clip from a custom motion prompt; its frames join
     every slot's candidates."""
 
@@ -676,7 +705,7 @@ class RegenerateActionInput(_Model):
     motion_prompt: CustomPrompt
 
 
-class RegenerateFrameInput(_Model):
+class RegenerateFrameInput(_Request):
     """Update ``regenerate_frame``: new candidates for one frame slot, an image edit of its picked (or chosen) frame
     with a custom prompt."""
 
@@ -695,7 +724,7 @@ class RefineMode(StrEnum):
     """Add the region back, opaque, with the colours of the pristine source frame: a part the matting dropped."""
 
 
-class RefinePoint(_Model):
+class RefinePoint(_Request):
     """One click on a frame, in its pixel coordinates (x to the right, y down, from the top-left pixel)."""
 
     x: int = Field(ge=0)
@@ -705,7 +734,7 @@ class RefinePoint(_Model):
     )
 
 
-class RefineFrameInput(_Model):
+class RefineFrameInput(_Request):
     """Update ``refine_frame``: correct a matted candidate's cut-out with clicks; the refined candidate becomes the
     slot's pick (by hand), and ``undo_refine`` takes the correction back."""
 
@@ -725,7 +754,7 @@ class RefineFrameInput(_Model):
         return self
 
 
-class UndoRefineInput(_Model):
+class UndoRefineInput(_Request):
     """Update ``undo_refine``: bring back a candidate's cut-out from before its last refinement."""
 
     emoji: str
@@ -736,14 +765,14 @@ class UndoRefineInput(_Model):
     )
 
 
-class ApproveInput(_Model):
-    """Signal ``approve``: assemble the set with the current picks."""
+class ApproveInput(_Request):
+    """Update ``approve``: assemble the set with the current picks."""
 
     reviewer: Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)] = ""
 
 
-class CancelInput(_Model):
-    """Signal ``cancel``: stop the set; nothing is assembled."""
+class CancelInput(_Request):
+    """Update ``cancel``: stop the set; nothing is assembled."""
 
     reason: Annotated[str, StringConstraints(strip_whitespace=True, max_length=500)] = ""
 
@@ -781,13 +810,13 @@ class EmojiSetResult(_Model):
 # --- Activities --------------------------------------------------------------------------------------------------
 
 
-class CheckGeneratorInput(_Model):
+class CheckGeneratorInput(_Request):
     """Activity ``check_generator``: check a generator name and its configuration before any work."""
 
     generator: str
 
 
-class PrepareUploadInput(_Model):
+class PrepareUploadInput(_Request):
     """Activity ``prepare_upload``: check an uploaded character picture and clean it as the original did (cut out,
     on plain white, cropped to its content and padded square)."""
 
@@ -796,7 +825,7 @@ class PrepareUploadInput(_Model):
     size: int = Field(ge=64, le=2048)
 
 
-class GenerateCharacterInput(_Model):
+class GenerateCharacterInput(_Request):
     """Activity ``generate_character``: ``count`` character candidates from the prompt, on white, full body."""
 
     set_id: str
@@ -809,7 +838,7 @@ class GenerateCharacterInput(_Model):
     seed: int
 
 
-class CharacterRef(_Model):
+class CharacterRef(_Request):
     """The picked character as generators see it: its image, and the prompt and candidate it came from (a drawing
     generator draws the same character again from them; an image model edits the image)."""
 
@@ -818,7 +847,7 @@ class CharacterRef(_Model):
     candidate: int = 0
 
 
-class GenerateStartFrameInput(_Model):
+class GenerateStartFrameInput(_Request):
     """Activity ``generate_start_frame``: ``count`` start frames, the character in the action's pose."""
 
     set_id: str
@@ -843,7 +872,7 @@ class GeneratedImages(_Model):
     generator: str
 
 
-class GenerateClipInput(_Model):
+class GenerateClipInput(_Request):
     """Activity ``generate_clip``: one image-to-video take from the approved start frame (seconds to minutes; the
     provider's task id is heartbeated, so a retried attempt resumes the same paid task)."""
 
@@ -866,7 +895,7 @@ class ClipOutput(_Model):
     task_id: str | None = Field(default=None, description="The provider's task, for the operator.")
 
 
-class ExtractFramesInput(_Model):
+class ExtractFramesInput(_Request):
     """Activity ``extract_frames``: decode a clip, choose ``frames`` frames over a loop that closes smoothly, and
     store each slot's chosen frame with ``neighbours`` clip frames either side as its candidates."""
 
@@ -895,7 +924,7 @@ class ExtractFramesOutput(_Model):
     loop: tuple[int, int]
 
 
-class EditFrameInput(_Model):
+class EditFrameInput(_Request):
     """Activity ``edit_frame``: ``count`` new candidates for a frame slot, an image edit of ``source``."""
 
     set_id: str
@@ -913,7 +942,7 @@ class EditFrameInput(_Model):
     seed: int
 
 
-class MatteFrameInput(_Model):
+class MatteFrameInput(_Request):
     """One candidate to cut out of its background (inside ``matte_slot``, and one RunPod job)."""
 
     source: ArtifactRef
@@ -931,7 +960,7 @@ class MatteFrameOutput(_Model):
     elapsed_ms: float
 
 
-class MatteSlotInput(_Model):
+class MatteSlotInput(_Request):
     """Activity ``matte_slot`` (GPU queue): cut out every candidate of one frame slot, in one turn on the GPU."""
 
     pipeline: str
@@ -959,7 +988,7 @@ class MatteCandidateResult(_Model):
     error: str | None = None
 
 
-class StabiliseEmojiInput(_Model):
+class StabiliseEmojiInput(_Request):
     """Activity ``stabilise_emoji`` (GPU queue): make one emoji's picked frames consistent with each other."""
 
     mode: TemporalMode
@@ -988,7 +1017,7 @@ class MatteSlotOutput(_Model):
     results: list[MatteCandidateResult] = Field(description="In the order of the input's candidates.")
 
 
-class RefineTarget(_Model):
+class RefineTarget(_Request):
     """One cut-out to refine inside ``refine_matte``."""
 
     source: ArtifactRef = Field(description="The pristine source frame (the candidate's image before matting).")
@@ -996,7 +1025,7 @@ class RefineTarget(_Model):
     output_key: str = Field(description="Artifact key of the new version; deterministic, so a retry overwrites.")
 
 
-class RefineMatteInput(_Model):
+class RefineMatteInput(_Request):
     """Activity ``refine_matte`` (GPU queue): erase a region segmented from clicks from cut-outs, or restore it.
 
     The clicks are on the first frame; the others are the following frames of its emoji, which get the same
@@ -1018,7 +1047,7 @@ class RefineMatteOutput(_Model):
     refiner: str = Field(description="The click segmenter that ran.")
 
 
-class DescribePipelineInput(_Model):
+class DescribePipelineInput(_Request):
     """Activity ``describe_pipeline`` (GPU queue): check a pipeline name where the engines live, before any work."""
 
     pipeline: str
@@ -1034,7 +1063,7 @@ class PipelineDescription(_Model):
     precision: str
 
 
-class AssembleEmojiInput(_Model):
+class AssembleEmojiInput(_Request):
     """Activity ``assemble_emoji``: export one emoji from its picked, matted frames."""
 
     set_id: str
@@ -1043,7 +1072,7 @@ class AssembleEmojiInput(_Model):
     frame_duration_ms: int
 
 
-class ContactSheetInput(_Model):
+class ContactSheetInput(_Request):
     """Activity ``assemble_contact_sheet``: every emoji's frames on one checkerboard page."""
 
     set_id: str
@@ -1051,14 +1080,14 @@ class ContactSheetInput(_Model):
     rows: list[tuple[str, list[ArtifactRef]]]
 
 
-class CheckExportsInput(_Model):
+class CheckExportsInput(_Request):
     """Activity ``check_exports``: whether the platform targets take a set of this many emoji, before any work."""
 
     targets: list[ExportTarget]
     emojis: int
 
 
-class EmojiFramesRef(_Model):
+class EmojiFramesRef(_Request):
     """One approved emoji for an export: its picked, matted frames in order."""
 
     pose: str
@@ -1066,7 +1095,7 @@ class EmojiFramesRef(_Model):
     frame_duration_ms: int = Field(ge=1)
 
 
-class ExportPackageInput(_Model):
+class ExportPackageInput(_Request):
     """Activity ``export_package``: one platform target's upload package for the set's approved emoji."""
 
     set_id: str
@@ -1097,7 +1126,7 @@ class PackageOutput(_Model):
     error: str | None = Field(default=None, description="Why the set could not be fitted to this platform.")
 
 
-class ExportSetInput(_Model):
+class ExportSetInput(_Request):
     """Workflow ``ExportSet``: platform packages for a finished set's approved emoji, without redoing anything else."""
 
     set_id: str = Field(description="The finished set whose picks are exported.")

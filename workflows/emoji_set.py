@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         MAX_MATTE_VERSIONS,
         MAX_TAKES_PER_ACTION_TOTAL,
         NON_RETRYABLE_FAILURES,
+        UPGRADE_CHECK_INTERVAL,
         WORKFLOW_TYPE,
         ActionStage,
         ActionState,
@@ -136,16 +137,24 @@ class _Expired(Exception):
 
 @workflow.defn(name=WORKFLOW_TYPE, failure_exception_types=[pydantic.ValidationError])
 class EmojiSetWorkflow:
-    """One emoji set from a character to exported stickers. The set id is the workflow id."""
+    """One emoji set from a character to exported stickers. The set id is the workflow id.
+
+    Pinned to the build it started on (its worker's deployment says so: ``core.versioning``, because an unversioned
+    worker may not run a workflow that declares a versioning behavior); while it waits for a person with nothing in
+    flight, it moves to a newer current build by continuing as new with its state (docs/deploy.md).
+    """
 
     @workflow.init
     def __init__(self, input: EmojiSetInput, resume: EmojiSetState | None = None) -> None:
         # A start carries one payload for two parameters, so the SDK cannot apply the type hints and passes the raw
-        # JSON: validate it here. An invalid input raises ValidationError, which fails the set with its message.
-        input = EmojiSetInput.model_validate(input)
-        resume = None if resume is None else EmojiSetState.model_validate(resume)
+        # JSON: validate it here. An invalid request raises ValidationError, which fails the set with its message. A
+        # continued run reads what an earlier run (maybe of an older build) carried over, as any reader does.
+        if resume is None:
+            input = EmojiSetInput.of_request(input)
+        else:
+            input, resume = EmojiSetInput.model_validate(input), EmojiSetState.model_validate(resume)
         self._state = resume or _initial_state(workflow.info().workflow_id, input)
-        self._character_approved = resume is not None
+        self._character_approved = resume is not None and resume.phase is not Phase.AWAITING_CHARACTER_REVIEW
         self._approval: ApproveInput | None = None
         self._cancellation: CancelInput | None = None
         self._busy = 0
@@ -163,9 +172,7 @@ class EmojiSetWorkflow:
         """Run the set to its end: completed, cancelled or expired."""
         try:
             try:
-                if resume is None:
-                    self._publish()
-                    await self._until_cancelled(self._produce())
+                await self._until_cancelled(self._produce(fresh=resume is None))
                 end = await self._until_cancelled(self._review())
             except _Expired as expired:
                 return self._finish(Phase.EXPIRED, str(expired))
@@ -195,6 +202,13 @@ class EmojiSetWorkflow:
     def get_state(self) -> EmojiSetState:
         """Phase, character, each action's start frames, takes and frame slots with candidates, scores and picks."""
         return self._state
+
+    @workflow.signal(
+        description="Check now whether the deployment has a new current build, and move to it if the set waits for "
+        "a person with nothing in flight (it checks by itself every 15 minutes)."
+    )
+    def check_for_new_build(self) -> None:
+        """Wake the set: its wait for a person looks at the current build again. Nothing else changes."""
 
     @workflow.update(description='Use another character candidate: {"candidate": 1}.')
     def pick_character(self, pick: PickCharacterInput) -> ImageCandidate:
@@ -482,14 +496,29 @@ class EmojiSetWorkflow:
 
     # --- Production ----------------------------------------------------------------------------------------------
 
-    async def _produce(self) -> None:
+    async def _produce(self, *, fresh: bool) -> None:
         """Check the request, settle the character, then start every action; returns when no work is left and no
-        start frame awaits review (actions that failed for good wait for a custom prompt in the final review)."""
-        await self._check_configuration()
-        await self._character()
-        self._state.phase = Phase.START_FRAMES
-        for action in self._state.actions:
-            self._spawn(self._start_frames(action, self._state.input.start_frame_candidates, None))
+        start frame awaits review (actions that failed for good wait for a custom prompt in the final review).
+
+        A continued run (``fresh`` false) picks up where its state is: at the character review, at the start frame
+        reviews, or past them (then there is nothing to do here).
+        """
+        state = self._state
+        self._publish()
+        if fresh:
+            await self._check_configuration()
+            await self._character()
+        if state.phase is Phase.AWAITING_CHARACTER_REVIEW:
+            await self._wait_for_person(
+                lambda: self._character_approved,
+                on_deadline=self._approve_character_on_deadline,
+                what="character review",
+            )
+            state.review_deadline = None
+        if all(action.stage is ActionStage.START_FRAME and not action.start_frames for action in state.actions):
+            state.phase = Phase.START_FRAMES
+            for action in state.actions:
+                self._spawn(self._start_frames(action, state.input.start_frame_candidates, None))
         while True:
             await workflow.wait_condition(lambda: self._busy == 0 or bool(self._awaiting_start_frames()))
             if not self._awaiting_start_frames():
@@ -500,7 +529,7 @@ class EmojiSetWorkflow:
                 what="start frame review",
             )
             if not self._awaiting_start_frames():
-                self._state.review_deadline = None
+                state.review_deadline = None
 
     async def _check_configuration(self) -> None:
         """Fail fast on an unknown generator or matting pipeline, asked where they live, before any work; note the
@@ -544,9 +573,9 @@ class EmojiSetWorkflow:
         self._state.export_refusals = refusals
 
     async def _character(self) -> None:
-        """The character: the cleaned upload, or generated candidates with the first picked; a person may pick
-        another under review policy ``character=human``. A character that cannot be made fails the set: nothing
-        else has been done yet."""
+        """The character: the cleaned upload, or generated candidates with the first picked (under review policy
+        ``character=human`` the set then awaits a person's pick). A character that cannot be made fails the set:
+        nothing else has been done yet."""
         state, input = self._state, self._state.input
         self._set_phase(Phase.CHARACTER)
         try:
@@ -592,12 +621,6 @@ class EmojiSetWorkflow:
         state.character.pick, state.character.picked_by = state.character.candidates[0].index, PickSource.AUTO
         if input.review.character is StagePolicy.HUMAN and not state.character.uploaded:
             self._set_phase(Phase.AWAITING_CHARACTER_REVIEW)
-            await self._wait_for_person(
-                lambda: self._character_approved,
-                on_deadline=self._approve_character_on_deadline,
-                what="character review",
-            )
-            state.review_deadline = None
 
     def _approve_character_on_deadline(self) -> None:
         self._character_approved = True
@@ -909,10 +932,9 @@ class EmojiSetWorkflow:
             what="review",
         )
         if not decided():
-            await workflow.wait_condition(lambda: workflow.all_handlers_finished() and self._busy == 0)
+            await workflow.wait_condition(self._idle)
             if not decided():
-                state.runs += 1
-                workflow.continue_as_new(args=[state.input, state])
+                self._continue_as_new()
         await workflow.wait_condition(lambda: self._busy == 0)
         if state.approved_by is None:
             state.approved_by = (self._approval.reviewer or "reviewer") if self._approval else "auto"
@@ -928,19 +950,58 @@ class EmojiSetWorkflow:
     async def _wait_for_person(self, done: Callable[[], bool], *, on_deadline: Callable[[], None], what: str) -> None:
         """Wait until ``done()``, at most until the current wait's deadline (set when the wait begins). At the
         deadline, policy ``auto_approve`` calls ``on_deadline``; ``expire`` ends the set. The caller clears the
-        deadline when its stage is over (a continue-as-new keeps it)."""
+        deadline when its stage is over (a continue-as-new keeps it).
+
+        While it waits, the set wakes every UPGRADE_CHECK_INTERVAL (and on every message or ``check_for_new_build``)
+        to see whether its deployment has a new current build: if it has and nothing is in flight, the set continues
+        as new on that build, its wait and deadline carried over. (The server tells a pinned run of a new build only
+        in a workflow task, and a set asleep on one timer for its deadline would run none for a day.)
+        """
         state = self._state
         if state.review_deadline is None:
             state.review_deadline = workflow.now() + state.input.review.deadline
             self._publish()
-        remaining = (state.review_deadline - workflow.now()).total_seconds()
-        try:
-            await workflow.wait_condition(done, timeout=max(remaining, 0.001), timeout_summary=f"{what} deadline")
-        except TimeoutError:
-            await workflow.wait_condition(lambda: self._busy == 0 or bool(self._awaiting_start_frames()))
-            if state.input.review.on_deadline is DeadlinePolicy.EXPIRE:
-                raise _Expired(f"{what} deadline passed without a decision") from None
-            on_deadline()
+        # Replays histories of release 0.1.0 (one timer for the deadline) unpatched: when their timer fires, the
+        # deadline has passed, and a wake-up timer that fires at the deadline leads to the same commands.
+        while not done():
+            remaining = (state.review_deadline - workflow.now()).total_seconds()
+            if remaining <= 0:
+                await self._deadline_passed(on_deadline, what)
+                return
+            check = UPGRADE_CHECK_INTERVAL.total_seconds()
+            try:
+                await workflow.wait_condition(
+                    lambda: done() or self._new_build_waiting(),
+                    timeout=min(remaining, check),
+                    timeout_summary=f"{what} deadline" if remaining <= check else f"{what}: check for a new build",
+                )
+            except TimeoutError:
+                continue
+            if not done():
+                self._continue_as_new()
+
+    async def _deadline_passed(self, on_deadline: Callable[[], None], what: str) -> None:
+        state = self._state
+        await workflow.wait_condition(lambda: self._busy == 0 or bool(self._awaiting_start_frames()))
+        if state.input.review.on_deadline is DeadlinePolicy.EXPIRE:
+            raise _Expired(f"{what} deadline passed without a decision")
+        on_deadline()
+
+    def _idle(self) -> bool:
+        """Nothing in flight: no activity, no message being handled. Only then may the run end for a new one."""
+        return self._busy == 0 and workflow.all_handlers_finished()
+
+    def _new_build_waiting(self) -> bool:
+        return self._idle() and workflow.info().is_target_worker_deployment_version_changed()
+
+    def _continue_as_new(self) -> NoReturn:
+        """Go on in a new run with the whole state, on the deployment's current build (the same one unless a new
+        build was made current): a long review's history stays short, and a waiting set leaves an old build."""
+        self._state.runs += 1
+        workflow.continue_as_new(
+            args=[self._state.input, self._state],
+            initial_versioning_behavior=workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE,
+        )
 
     # --- Assembly ------------------------------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ with workflow.unsafe.imports_passed_through():
 
 @workflow.defn(name=EXPORT_WORKFLOW_TYPE)
 class ExportSetWorkflow:
-    """Platform packages for a finished set's picks."""
+    """Platform packages for a finished set's picks (minutes long: pinned, it finishes on the build it started on)."""
 
     @workflow.run
     async def run(self, request: ExportSetInput) -> ExportSetResult:

@@ -56,13 +56,14 @@ from pydantic import ValidationError
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
-from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
+from temporalio.worker import PollerBehaviorSimpleMaximum, Worker, WorkerDeploymentConfig
 
 from core.artifacts import ArtifactError, ArtifactStore, open_store
 from core.connection import connect
 from core.observability import configure_logging, temporal_runtime
 from core.serve import serve_until_signalled
-from core.settings import ArtifactSettings, ObservabilitySettings, TemporalSettings
+from core.settings import ArtifactSettings, DeploymentSettings, ObservabilitySettings, TemporalSettings
+from core.versioning import Role, promote_on_start, worker_deployment
 from gpu_activity_worker.engines import StepRegistry, builtin_steps
 from gpu_activity_worker.engines.base import MattingError
 from gpu_activity_worker.matting import failure_type
@@ -522,11 +523,18 @@ class RunPodDispatcher:
 
 
 def build_dispatcher_worker(
-    client: Client, settings: RunPodSettings, store: ArtifactStore, *, inline: bool, steps: StepRegistry | None = None
+    client: Client,
+    settings: RunPodSettings,
+    store: ArtifactStore,
+    *,
+    inline: bool,
+    steps: StepRegistry | None = None,
+    deployment: WorkerDeploymentConfig | None = None,
 ) -> tuple[Worker, RunPodDispatcher]:
     """A worker serving the GPU queue through the configured RunPod endpoint (close the dispatcher after it stops).
 
-    ``inline`` and ``steps`` are as for :class:`RunPodDispatcher`.
+    ``inline`` and ``steps`` are as for :class:`RunPodDispatcher`; ``deployment`` is the GPU deployment's version it
+    serves (``None``: unversioned).
 
     Raises:
         ValueError: No endpoint id or API key is configured.
@@ -550,6 +558,7 @@ def build_dispatcher_worker(
         max_heartbeat_throttle_interval=HEARTBEAT_INTERVAL,
         default_heartbeat_throttle_interval=HEARTBEAT_INTERVAL,
         graceful_shutdown_timeout=timedelta(seconds=30),
+        deployment_config=deployment,
     )
     return worker, dispatcher
 
@@ -560,11 +569,16 @@ async def main() -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per status poll otherwise
     client = await connect(TemporalSettings(), temporal_runtime(observability.metrics_bind))
     artifacts = ArtifactSettings()
+    deployment = DeploymentSettings()
     worker, dispatcher = build_dispatcher_worker(
-        client, RunPodSettings(), open_store(artifacts), inline=not artifacts.is_shared()
+        client,
+        RunPodSettings(),
+        open_store(artifacts),
+        inline=not artifacts.is_shared(),
+        deployment=worker_deployment(deployment, Role.GPU),
     )
     try:
-        await serve_until_signalled(worker)
+        await serve_until_signalled(worker, lambda: promote_on_start(client, deployment, Role.GPU))
     finally:
         await dispatcher.aclose()
 

@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from gpu_activity_worker.weights import CATALOGUE
+from testkit.dockerfile import instructions
 from testkit.settings_roles import every_setting
 from workflows import search_attributes as sa
 
@@ -45,8 +46,7 @@ def env_example() -> dict[str, str]:
 
 def dockerfile_instructions(path: Path) -> list[tuple[str, str]]:
     """(instruction, arguments) pairs, continuation lines joined, comments dropped."""
-    text = re.sub(r"\\\n", " ", "\n".join(line for line in path.read_text().splitlines() if not line.startswith("#")))
-    return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1]) for line in text.splitlines() if line.strip()]
+    return [(instruction.op, instruction.args) for instruction in instructions(path)]
 
 
 def test_compose_parses_and_every_service_runs_something_that_exists() -> None:

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-import http.server
 import os
 import re
 import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +28,7 @@ from gpu_activity_worker.weights import (
 )
 from starter import cli
 from starter.cli import app
+from testkit.file_server import serving
 from workflows.contract import NON_RETRYABLE_FAILURES, FailureType
 
 PAYLOAD = b"onnx-bytes" * 1000
@@ -46,24 +45,8 @@ def sha256(data: bytes) -> str:
 @pytest.fixture(scope="module")
 def file_server() -> Iterator[str]:
     """Serves PAYLOAD at /model.onnx and 404 elsewhere."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path != "/model.onnx":
-                self.send_error(404)
-                return
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(PAYLOAD)))
-            self.end_headers()
-            self.wfile.write(PAYLOAD)
-
-        def log_message(self, format: str, *args: object) -> None:
-            return
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with serving({"/model.onnx": PAYLOAD}) as served:
+        yield served.base_url
 
 
 @pytest.fixture

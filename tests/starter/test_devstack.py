@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,19 @@ from workflows import search_attributes as sa
 from workflows.contract import EmojiSetInput, Phase, ReviewPolicy
 
 pytestmark = pytest.mark.slow
+
+
+def _popcon(*args: str) -> str:
+    """Run the ``popcon`` CLI (its environment is the test's ``POPCON_*``); returns what it printed."""
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "popcon"), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
 
 
 def free_port() -> int:
@@ -59,6 +75,11 @@ async def test_stack_starts_runs_a_set_and_survives_a_restart(
         )
         set_id = await sets.start(request)
         await wait_for_phase(sets, set_id, Phase.AWAITING_REVIEW)
+        status = _popcon("deploy", "status")
+        assert "popcon (orchestration): current dev" in status and "popcon-gpu (gpu): current dev" in status
+        assert re.search(r"dev\s+.\s+current\s+.\s+1\b", status), f"the waiting set is pinned to dev: {status}"
+        assert "woke 0 set(s) on builds other than the current one (dev)" in _popcon("deploy", "wake")
+        assert "popcon.dev is current" in _popcon("deploy", "promote", "--orchestration", "dev")
 
         assert set(stack.stop()) == {"temporal", "orchestration-worker", "gpu-worker"}
         assert all(pid is None for pid in stack.status().values())

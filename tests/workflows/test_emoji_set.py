@@ -454,7 +454,7 @@ async def test_invalid_input_fails_the_set_with_a_clear_message(
     """What the client refuses before starting, the workflow refuses too when started raw (e.g. by the CLI)."""
     raw = {"character_prompt": "a round orange cat", **overrides}
     with pytest.raises(ValueError, match=re.escape(message)):
-        EmojiSetInput.model_validate(raw)
+        EmojiSetInput.of_request(raw)
 
     handle = await stack.client.start_workflow(
         WORKFLOW_TYPE, raw, id=set_id, task_queue=ORCHESTRATION_TASK_QUEUE, result_type=dict

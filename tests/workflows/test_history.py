@@ -6,6 +6,7 @@ import asyncio
 import base64
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 
 import pytest
 from google.protobuf.descriptor import FieldDescriptor
@@ -15,7 +16,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from testkit.servers import start_throwaway_server
+from testkit.servers import UNVERSIONED, start_eager_continue_as_new_server
 from testkit.stack import Stack, StackSettings, run_stack, wait_for_phase
 from workflows.contract import (
     EmojiSetInput,
@@ -106,8 +107,8 @@ def _payloads(message: Message) -> Iterator[bytes]:
 @pytest.fixture(scope="module")
 async def eager_continue_as_new(settings: StackSettings) -> AsyncIterator[Stack]:
     """A dev server that suggests continue-as-new after 40 events, so a review continues as new several times."""
-    env = await start_throwaway_server("--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=40")
-    async for running in run_stack(env, settings):
+    env = await start_eager_continue_as_new_server()
+    async for running in run_stack(env, replace(settings, deployment=UNVERSIONED)):
         yield running
     await env.shutdown()
 
