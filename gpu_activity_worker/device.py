@@ -5,7 +5,13 @@ torch and onnxruntime are imported only here and only when asked, so the weight-
 
 from __future__ import annotations
 
-from gpu_activity_worker.engines.base import Device, MattingError
+from contextlib import AbstractContextManager
+from typing import Any
+
+from gpu_activity_worker.engines.base import Device, MattingError, Precision
+
+AUTOCAST = {"fp16": "float16", "bf16": "bfloat16"}
+"""The precisions a torch engine computes in through autocast, by the torch dtype's name (fp32 runs without it)."""
 
 
 def torch_device(setting: Device) -> str:
@@ -22,9 +28,29 @@ def torch_device(setting: Device) -> str:
     return "cuda" if setting != "cpu" and available else "cpu"
 
 
-def torch_precision(device: str) -> str:
-    """fp16 autocast on CUDA (the published speed figures use it), fp32 on the CPU (CPU fp16 is slow and lossy)."""
-    return "fp16" if device == "cuda" else "fp32"
+def torch_precision(device: str, setting: Precision = "auto") -> str:
+    """The precision a torch engine computes in on ``device``: the configured one, or for ``auto`` fp16 autocast on
+    CUDA (the published speed figures use it) and fp32 on the CPU (CPU half precision is slow and lossy).
+
+    Raises:
+        MattingError: bf16 was asked for on a GPU without it (before Ampere).
+    """
+    if setting == "auto":
+        return "fp16" if device == "cuda" else "fp32"
+    if setting == "bf16" and device == "cuda":
+        import torch
+
+        if not torch.cuda.is_bf16_supported():
+            raise MattingError("POPCON_MATTING_PRECISION=bf16 but this GPU has no bf16 (Ampere or newer has)")
+    return setting
+
+
+def autocast(device: str, precision: str) -> AbstractContextManager[Any]:
+    """The autocast context a forward pass of a torch engine runs in: fp16 or bf16, or none for fp32."""
+    import torch
+
+    dtype = getattr(torch, AUTOCAST.get(precision, "float16"))
+    return torch.autocast(device_type=device, dtype=dtype, enabled=precision in AUTOCAST)
 
 
 def onnx_providers(setting: Device) -> tuple[str, list[str]]:

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from core.settings import DEFAULT_DATA_DIR, PopconSettings
-from gpu_activity_worker.engines.base import StepContext
+from gpu_activity_worker.engines.base import Precision, StepContext
 
 
 class GpuWorkerSettings(PopconSettings):
@@ -19,6 +19,9 @@ class GpuWorkerSettings(PopconSettings):
         default=None, ge=0, description="Frames a GPU worker takes ahead while its GPU is full; None = gpu_concurrency."
     )
     matting_device: Literal["auto", "cpu", "cuda"] = Field(default="auto", description="auto = CUDA when present.")
+    matting_precision: Precision = Field(
+        default="auto", description="Torch engines: auto = fp16 autocast on CUDA, fp32 on the CPU; or fp32, fp16, bf16."
+    )
     matting_max_batch: int = Field(default=1, ge=1, le=64, description="Micro-batch size on the GPU; 1 = off.")
     matting_batch_wait_ms: float = Field(default=5.0, ge=0, le=1000, description="Longest wait to fill a batch.")
     model_dir: Path = Field(default=DEFAULT_DATA_DIR / "models", description="Offline model weights folder.")
@@ -40,4 +43,5 @@ class GpuWorkerSettings(PopconSettings):
             model_dir=self.model_dir,
             max_batch=batch,
             max_batch_wait_ms=self.matting_batch_wait_ms,
+            precision=self.matting_precision,
         )

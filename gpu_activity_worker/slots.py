@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 from temporalio.worker import (
@@ -47,6 +48,8 @@ class GpuGate:
         self._busy = 0
         self._waiting = 0
         self._finishing = 0
+        self._busy_since: float | None = None
+        self._busy_total = 0.0
         self._condition = threading.Condition()
         self._listeners: list[Callable[[], None]] = []
 
@@ -63,6 +66,13 @@ class GpuGate:
     def finishing(self) -> int:
         """Frames that have left the GPU and are not yet :meth:`reported`."""
         return self._finishing
+
+    def busy_seconds(self) -> float:
+        """Seconds during which at least one frame has held a GPU slot, since the gate was made: the GPU's busy time
+        (frames waiting for a slot, or being read, stored or reported, do not count)."""
+        with self._condition:
+            running = 0.0 if self._busy_since is None else time.perf_counter() - self._busy_since
+            return self._busy_total + running
 
     def on_change(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` (on the changing thread) when the GPU becomes full or a frame leaves it."""
@@ -87,6 +97,8 @@ class GpuGate:
                 self._condition.notify()
                 raise FrameCancelledError("cancelled before its turn on the GPU")
             self._busy += 1
+            if self._busy == 1:
+                self._busy_since = time.perf_counter()
             became_full = self._busy == self.capacity
         try:
             if became_full:
@@ -95,6 +107,9 @@ class GpuGate:
         finally:
             with self._condition:
                 self._busy -= 1
+                if self._busy == 0 and self._busy_since is not None:
+                    self._busy_total += time.perf_counter() - self._busy_since
+                    self._busy_since = None
                 self._finishing += 1
                 self._condition.notify()
             self._notify()

@@ -21,6 +21,7 @@ import numpy as np
 from workflows.contract import FailureType
 
 Device = Literal["auto", "cpu", "cuda"]
+Precision = Literal["auto", "fp32", "fp16", "bf16"]
 
 TOLERANCE_FLOOR = 0.05
 """Smallest colour distance (RGB in [0, 1]) that counts as 'not the background', whatever the measured noise."""
@@ -83,12 +84,15 @@ class StepContext:
         model_dir: Folder holding model weights, for engines that load them; ``None`` means the engine's default.
         max_batch: Most images one forward pass of a batchable step serves (1 turns micro-batching off).
         max_batch_wait_ms: How long a batch waits for more images before it runs.
+        precision: What torch engines compute in: ``auto`` (fp16 autocast on CUDA, fp32 on the CPU), ``fp32``,
+            ``fp16`` or ``bf16`` (autocast). The ONNX and weight-free engines always compute in fp32.
     """
 
     device: Device = "auto"
     model_dir: Path | None = None
     max_batch: int = 1
     max_batch_wait_ms: float = 5.0
+    precision: Precision = "auto"
 
 
 @dataclass(frozen=True)

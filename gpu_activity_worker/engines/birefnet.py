@@ -55,7 +55,7 @@ from torch.nn import functional
 from transformers import AutoConfig, AutoModelForImageSegmentation, PretrainedConfig
 from transformers.dynamic_module_utils import get_class_from_dynamic_module
 
-from gpu_activity_worker.device import torch_device, torch_precision
+from gpu_activity_worker.device import autocast, torch_device, torch_precision
 from gpu_activity_worker.engines.base import InvalidPipelineError, MatteState, StepContext
 from gpu_activity_worker.weights import WeightsMissingError, require
 
@@ -251,13 +251,13 @@ class BiRefNetStep:
     input_size: int = 1024
     """Side of the square every image is resized to for the model (the model card's 1024x1024)."""
 
-    def __init__(self, model: torch.nn.Module, device: str, *, on_grey: bool = False) -> None:
+    def __init__(self, model: torch.nn.Module, device: str, precision: str = "fp32", *, on_grey: bool = False) -> None:
         self._model = model.to(device).eval()
         self.on_grey = on_grey
         """Composite each frame's white background onto #808080 first (:func:`onto_grey`; the ``toonout`` variant)."""
         self._lock = threading.Lock()
         self.device = device
-        self.precision = torch_precision(device)
+        self.precision = precision
         self._mean = torch.tensor(IMAGENET_MEAN, device=device).view(1, 3, 1, 1)
         self._std = torch.tensor(IMAGENET_STD, device=device).view(1, 3, 1, 1)
 
@@ -275,10 +275,7 @@ class BiRefNetStep:
             return []
         with torch.inference_mode():
             batch = torch.cat([self._model_input(state.image) for state in states])
-            with (
-                self._lock,
-                torch.autocast(device_type=self.device, dtype=torch.float16, enabled=self.precision == "fp16"),
-            ):
+            with self._lock, autocast(self.device, self.precision):
                 logits = self._model(batch)[-1]
             probabilities = logits.float().sigmoid()
             return [
@@ -324,7 +321,8 @@ def create_step(variant: str | None, context: StepContext) -> BiRefNetStep:
         weights_folder = require(context.model_dir, name, must_contain=TOONOUT_FILE)
         code_folder = require(context.model_dir, TOONOUT_CODE, must_contain="config.json")
         device = torch_device(context.device)
-        return BiRefNetStep(load_toonout(code_folder, weights_folder / TOONOUT_FILE, name), device, on_grey=True)
+        model = load_toonout(code_folder, weights_folder / TOONOUT_FILE, name)
+        return BiRefNetStep(model, device, torch_precision(device, context.precision), on_grey=True)
     folder = require(context.model_dir, name, must_contain="config.json")
     device = torch_device(context.device)
-    return BiRefNetStep(load_model(folder, name), device)
+    return BiRefNetStep(load_model(folder, name), device, torch_precision(device, context.precision))

@@ -50,7 +50,7 @@ from sam2.sam2_image_predictor import SAM2ImagePredictor
 from sam2.sam2_video_predictor import SAM2VideoPredictor
 from scipy import ndimage
 
-from gpu_activity_worker.device import torch_device, torch_precision
+from gpu_activity_worker.device import autocast, torch_device, torch_precision
 from gpu_activity_worker.engines.base import InvalidPipelineError, MatteState, StepContext, UnsupportedImageError
 from gpu_activity_worker.weights import WeightsMissingError, require
 
@@ -279,7 +279,7 @@ class Sam2Step:
     Attributes:
         model: The loaded SAM2 model (also what :func:`propagate_masks` runs).
         device: ``cpu`` or ``cuda``.
-        precision: ``fp32``, or ``fp16`` (autocast) on CUDA.
+        precision: ``fp32``, ``fp16`` or ``bf16`` (autocast): see :func:`~gpu_activity_worker.device.torch_precision`.
     """
 
     def __init__(self, model: SAM2VideoPredictor, device: str, precision: str) -> None:
@@ -306,10 +306,7 @@ class Sam2Step:
         alphas = [_coarse_alpha(state) for state in states]
         prompts = [prompts_from_alpha(alpha) for alpha in alphas]
         predictor = SAM2ImagePredictor(self.model)
-        with (
-            torch.inference_mode(),
-            torch.autocast(device_type=self.device, dtype=torch.float16, enabled=self.precision == "fp16"),
-        ):
+        with torch.inference_mode(), autocast(self.device, self.precision):
             # Float images in [0, 1] go in as they are: SAM2's ToTensor rescales only uint8 input.
             predictor.set_image_batch([state.image for state in states])
             masks, _, _ = predictor.predict_batch(
@@ -366,7 +363,7 @@ def create_step(variant: str | None, context: StepContext) -> Sam2Step:
             f"{checkpoint} is not a SAM 2.1 hiera {chosen} checkpoint ({type(err).__name__}: {detail}): "
             f"run `popcon models fetch {spec.weights}` again"
         ) from err
-    return Sam2Step(model, device, torch_precision(device))
+    return Sam2Step(model, device, torch_precision(device, context.precision))
 
 
 def propagate_masks(
@@ -411,10 +408,7 @@ def propagate_masks(
     with tempfile.TemporaryDirectory(prefix="popcon-sam2-") as folder:
         for index, frame in enumerate(frames):
             Image.fromarray(frame).save(Path(folder) / f"{index:05d}.jpg", quality=95, subsampling=0)
-        with (
-            torch.inference_mode(),
-            torch.autocast(device_type=device, dtype=torch.float16, enabled=precision == "fp16"),
-        ):
+        with torch.inference_mode(), autocast(device, precision):
             video = model.init_state(folder, offload_video_to_cpu=True)
             model.add_new_mask(video, frame_idx=0, obj_id=1, mask=mask)
             for index, _, logits in model.propagate_in_video(video):

@@ -30,7 +30,7 @@ import torch
 from scipy import ndimage
 from transformers import VitMatteForImageMatting, VitMatteImageProcessor
 
-from gpu_activity_worker.device import torch_device, torch_precision
+from gpu_activity_worker.device import autocast, torch_device, torch_precision
 from gpu_activity_worker.engines.base import InvalidPipelineError, MatteState, StepContext, UnsupportedImageError
 from gpu_activity_worker.weights import require
 
@@ -184,11 +184,7 @@ class VitMatteStep:
 
     def _predict(self, pixel_values: torch.Tensor) -> np.ndarray:
         """Alphas (N x padded H x padded W, float32) for a batch of model inputs of one padded size."""
-        with (
-            self._lock,
-            torch.inference_mode(),
-            torch.autocast(device_type=self.device, dtype=torch.float16, enabled=self.precision == "fp16"),
-        ):
+        with self._lock, torch.inference_mode(), autocast(self.device, self.precision):
             alphas = self._model(pixel_values=pixel_values.to(self.device)).alphas
         return np.asarray(alphas[:, 0].float().cpu().numpy())
 
@@ -210,4 +206,4 @@ def create_step(variant: str | None, context: StepContext) -> VitMatteStep:
     model: torch.nn.Module = VitMatteForImageMatting.from_pretrained(folder, local_files_only=True)
     model.to(device).eval()
     processor = VitMatteImageProcessor.from_pretrained(folder, local_files_only=True)
-    return VitMatteStep(model, processor, device, torch_precision(device))
+    return VitMatteStep(model, processor, device, torch_precision(device, context.precision))

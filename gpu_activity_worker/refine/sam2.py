@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from sam2.sam2_image_predictor import SAM2ImagePredictor
 
+from gpu_activity_worker.device import autocast
 from gpu_activity_worker.engines.sam2 import Sam2Step, propagate_masks
 from gpu_activity_worker.pipeline import Pipelines
 from gpu_activity_worker.refine import InvalidRefineError
@@ -38,10 +39,7 @@ class Sam2Segmenter:
         coords = np.array([(p.x + 0.5, p.y + 0.5) for p in points], dtype=np.float32)
         labels = np.array([1 if p.foreground else 0 for p in points], dtype=np.int32)
         predictor = SAM2ImagePredictor(self.step.model)
-        with (
-            torch.inference_mode(),
-            torch.autocast(device_type=self.device, dtype=torch.float16, enabled=self.precision == "fp16"),
-        ):
+        with torch.inference_mode(), autocast(self.device, self.precision):
             predictor.set_image(np.array(image))  # a writable copy: torch warns on read-only arrays
             masks, scores, _ = predictor.predict(
                 point_coords=coords, point_labels=labels, multimask_output=len(points) == 1

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import shutil
 from collections.abc import Iterator
@@ -21,97 +20,14 @@ from gpu_activity_worker.engines.base import InvalidPipelineError, MatteState, S
 from gpu_activity_worker.engines.birefnet import BiRefNetStep, create_step, load_model
 from gpu_activity_worker.pipeline import Pipelines
 from gpu_activity_worker.weights import CATALOGUE, WeightsMissingError
+from testkit.model_folders import birefnet_folder
 from testkit.weights import unpinned
-
-CONFIG_SOURCE = """
-from transformers import PretrainedConfig
-
-
-class BiRefNetConfig(PretrainedConfig):
-    model_type = "SegformerForSemanticSegmentation"
-
-    def __init__(self, bb_pretrained=False, **kwargs):
-        self.bb_pretrained = bb_pretrained
-        super().__init__(**kwargs)
-"""
-
-MODEL_SOURCE = '''
-import torch
-from torch import nn
-from torch.nn import functional as F
-from transformers import PreTrainedModel
-
-from .BiRefNet_config import BiRefNetConfig
-
-
-class Settings:
-    """Stands in for BiRefNet's own plain Config class."""
-
-    width = 6
-
-
-class BiRefNet(PreTrainedModel):
-    """BiRefNet's interface: a list of logits maps, coarse to fine, the last one at the input's resolution."""
-
-    config_class = BiRefNetConfig
-
-    def __init__(self, bb_pretrained=True, config=BiRefNetConfig()):
-        super().__init__(config)
-        width = Settings.width
-        self.encoder = nn.Conv2d(3, width, 3, stride=2, padding=1)
-        self.coarse = nn.Conv2d(width, 1, 1)
-        self.fine = nn.Conv2d(width + 3, 1, 3, padding=1)
-        {init_tail}
-
-    def forward(self, x):
-        features = torch.relu(self.encoder(x))
-        upsampled = F.interpolate(features, size=x.shape[2:], mode="bilinear", align_corners=True)
-        return [self.coarse(features), self.fine(torch.cat([upsampled, x], dim=1))]
-'''
-
-INIT_TAILS = {
-    "post_init": "self.post_init()",
-    # BiRefNet's remote code before its transformers-5 fix: no post_init().
-    "skips_post_init": "pass",
-    # Older copies of it (e.g. RMBG-2.0) also replace self.config with a plain settings object.
-    "plain_config": "self.config = Settings()",
-}
-
-CONFIG_JSON = {
-    "model_type": "SegformerForSemanticSegmentation",
-    "architectures": ["BiRefNet"],
-    "auto_map": {"AutoConfig": "BiRefNet_config.BiRefNetConfig", "AutoModelForImageSegmentation": "birefnet.BiRefNet"},
-    "bb_pretrained": False,
-}
-
-
-_SERIAL = itertools.count()
 
 
 @pytest.fixture(scope="module", autouse=True)
 def stand_in_weights_are_unpinned() -> Iterator[None]:
     with unpinned("birefnet"):
         yield
-
-
-def make_weights(model_dir: Path, name: str, init_tail: str = "post_init") -> Path:
-    """A tiny BiRefNet stand-in saved as its Hub snapshot is: remote code, config.json, fp16 model.safetensors.
-
-    transformers names a remote-code module by its folder's name and its source's hash, and maps a config class to
-    the model class first loaded with it; a serial number in the config source keeps stand-ins of the same name in
-    different test folders apart, as different repositories' code is (and the module cache bounded across runs).
-    """
-    folder = model_dir / name
-    folder.mkdir(parents=True)
-    (folder / "BiRefNet_config.py").write_text(f"# stand-in {next(_SERIAL)}{CONFIG_SOURCE}")
-    (folder / "birefnet.py").write_text(MODEL_SOURCE.replace("{init_tail}", INIT_TAILS[init_tail]))
-    (folder / "config.json").write_text(json.dumps(CONFIG_JSON))
-    config = AutoConfig.from_pretrained(folder, trust_remote_code=True, local_files_only=True)
-    model_class = get_class_from_dynamic_module("birefnet.BiRefNet", folder, local_files_only=True)
-    torch.manual_seed(0)
-    state = model_class(config).state_dict()
-    save_file({key: value.half().contiguous() for key, value in state.items()}, folder / "model.safetensors")
-    return folder
 
 
 def disc(height: int = 48, width: int = 40) -> np.ndarray:
@@ -154,7 +70,7 @@ def small_and_single_threaded(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
 @pytest.fixture
 def model_dir(tmp_path: Path) -> Path:
     """A model folder holding a stand-in for birefnet-general."""
-    make_weights(tmp_path, "birefnet-general")
+    birefnet_folder(tmp_path, "birefnet-general")
     return tmp_path
 
 
@@ -188,7 +104,7 @@ def test_alpha_is_the_sigmoid_of_the_last_output_resized_back(model_dir: Path) -
 
 
 def test_each_variant_loads_its_own_weights(tmp_path: Path) -> None:
-    make_weights(tmp_path, "birefnet-lite")
+    birefnet_folder(tmp_path, "birefnet-lite")
     context = StepContext(device="cpu", model_dir=tmp_path)
 
     step = create_step("lite", context)
@@ -238,7 +154,7 @@ def test_a_broken_folder_is_a_clear_error(model_dir: Path, breakage: str, reason
 
 @pytest.mark.parametrize("init_tail", ["skips_post_init", "plain_config"])
 def test_remote_code_that_transformers_5_cannot_load_is_built_directly(tmp_path: Path, init_tail: str) -> None:
-    folder = make_weights(tmp_path, "birefnet-general", init_tail)
+    folder = birefnet_folder(tmp_path, "birefnet-general", init_tail)
     with pytest.raises(AttributeError):  # the stand-in really reproduces the incompatibility
         AutoModelForImageSegmentation.from_pretrained(folder, trust_remote_code=True, local_files_only=True)
 
@@ -255,7 +171,7 @@ def test_remote_code_that_transformers_5_cannot_load_is_built_directly(tmp_path:
 def test_weights_that_do_not_fit_the_code_are_refused(
     tmp_path: Path, init_tail: str, breakage: str, reason: str
 ) -> None:
-    folder = make_weights(tmp_path, "birefnet-general", init_tail)
+    folder = birefnet_folder(tmp_path, "birefnet-general", init_tail)
     state = load_file(folder / "model.safetensors")
     if breakage == "a tensor is missing":
         del state["fine.weight"]
@@ -318,7 +234,7 @@ def make_toonout(model_dir: Path, prefix: str = "module._orig_mod.") -> Path:
     torch.compile saved them, with no code of its own (it loads into birefnet-general's)."""
     code = model_dir / "birefnet-general"
     if not code.exists():
-        make_weights(model_dir, "birefnet-general")
+        birefnet_folder(model_dir, "birefnet-general")
     config = AutoConfig.from_pretrained(code, trust_remote_code=True, local_files_only=True)
     model_class = get_class_from_dynamic_module("birefnet.BiRefNet", code, local_files_only=True)
     torch.manual_seed(1)  # other weights than birefnet-general's
@@ -406,7 +322,7 @@ def test_toonout_needs_the_general_code_and_says_so(tmp_path: Path) -> None:
 
 
 def test_toonout_without_its_checkpoint_names_the_fetch_command(tmp_path: Path) -> None:
-    make_weights(tmp_path, "birefnet-general")
+    birefnet_folder(tmp_path, "birefnet-general")
     with pytest.raises(WeightsMissingError, match=r"popcon models fetch birefnet-toonout"):
         create_step("toonout", StepContext(device="cpu", model_dir=tmp_path))
 

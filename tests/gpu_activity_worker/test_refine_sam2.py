@@ -14,16 +14,15 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from sam2.build_sam import build_sam2
 
 from core.artifacts import FileArtifactStore
 from gpu_activity_worker.engines import builtin_steps
 from gpu_activity_worker.engines.base import StepContext
-from gpu_activity_worker.engines.sam2 import VARIANTS
 from gpu_activity_worker.matting import decode_rgba
 from gpu_activity_worker.pipeline import Pipelines
 from gpu_activity_worker.refine import Refiners, refine_matte
 from gpu_activity_worker.refine.sam2 import Sam2Segmenter
+from testkit.model_folders import sam2_folder
 from testkit.weights import unpinned
 from workflows.contract import RefineMatteInput, RefineMode, RefinePoint, RefineTarget
 
@@ -42,11 +41,7 @@ def one_torch_thread() -> Iterator[None]:
 def refiners(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Refiners]:
     """Refiners over pipelines whose model folder holds a random-weight SAM 2.1 hiera-tiny checkpoint."""
     root = tmp_path_factory.mktemp("models")
-    variant = VARIANTS["tiny"]
-    torch.manual_seed(0)
-    model = build_sam2(variant.config, ckpt_path=None, device="cpu")
-    (root / variant.weights).mkdir()
-    torch.save({"model": model.state_dict()}, root / variant.weights / variant.checkpoint)
+    sam2_folder(root, "tiny")
     with unpinned("sam2"):
         yield Refiners(Pipelines(builtin_steps(), StepContext(device="cpu", model_dir=root)))
 

@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from sam2.build_sam import build_sam2
 
 from core.artifacts import FileArtifactStore
 from gpu_activity_worker.engines import builtin_steps
@@ -41,6 +40,7 @@ from gpu_activity_worker.matting import describe, encode_png
 from gpu_activity_worker.pipeline import Pipelines
 from gpu_activity_worker.temporal import stabilise_emoji
 from gpu_activity_worker.weights import WeightsMissingError
+from testkit.model_folders import sam2_folder
 from testkit.weights import unpinned
 from workflows.contract import DescribePipelineInput, StabiliseEmojiInput, TemporalMode
 
@@ -166,12 +166,7 @@ def test_registry_and_pipeline_names() -> None:
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A model folder holding a random-weight SAM 2.1 hiera-tiny checkpoint in the official format."""
     root = tmp_path_factory.mktemp("models")
-    variant = VARIANTS["tiny"]
-    torch.manual_seed(0)
-    model = build_sam2(variant.config, ckpt_path=None, device="cpu")
-    folder = root / variant.weights
-    folder.mkdir()
-    torch.save({"model": model.state_dict()}, folder / variant.checkpoint)
+    sam2_folder(root, "tiny")
     return root
 
 

@@ -25,6 +25,7 @@ from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 from temporalio.worker import SlotPermit, Worker
 
 from core.artifacts import FileArtifactStore
+from gpu_activity_worker import slots
 from gpu_activity_worker.activities import MattingActivities
 from gpu_activity_worker.engines import StepRegistry, StepSpec, builtin_steps
 from gpu_activity_worker.engines.base import MatteState, StepRole
@@ -128,6 +129,20 @@ def test_the_gate_counts_frames_finishing_after_the_gpu_and_says_when_it_changes
     assert gate.finishing == 2
     gate.reported()
     assert gate.finishing == 1
+
+
+def test_the_gates_busy_time_counts_only_while_a_frame_holds_the_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Overlapping slots count once; time with no frame on the GPU (waiting, storing) does not count."""
+    clock = iter([10.0, 13.0, 20.0, 21.0])  # read when the GPU gets its first frame and when it empties
+    monkeypatch.setattr(slots.time, "perf_counter", lambda: next(clock))
+    gate = GpuGate(2)
+    with gate.slot(threading.Event()), gate.slot(threading.Event()):  # 10: two frames on the GPU, counted once
+        pass
+    # 13: the GPU empties; idle until 20
+    with gate.slot(threading.Event()):  # 20 .. 21
+        pass
+
+    assert gate.busy_seconds() == 3.0 + 1.0
 
 
 def test_a_failing_listener_does_not_lose_a_gpu_slot() -> None:

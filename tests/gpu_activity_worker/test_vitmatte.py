@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 from scipy import ndimage
-from transformers import VitDetConfig, VitMatteConfig, VitMatteForImageMatting, VitMatteImageProcessor
 
 from gpu_activity_worker.engines import builtin_steps, vitmatte
 from gpu_activity_worker.engines.base import InvalidPipelineError, MatteState, StepContext, UnsupportedImageError
@@ -25,6 +24,7 @@ from gpu_activity_worker.engines.vitmatte import (
 )
 from gpu_activity_worker.pipeline import Pipelines
 from gpu_activity_worker.weights import WeightsMissingError
+from testkit.model_folders import vitmatte_folder, vitmatte_model
 from testkit.weights import unpinned
 
 
@@ -43,39 +43,11 @@ def stand_in_weights_are_unpinned() -> Iterator[None]:
         yield
 
 
-def _tiny_vitmatte() -> VitMatteForImageMatting:
-    """ViTMatte's architecture (windowed + global attention, residual block, relative positions) at toy size."""
-    backbone = VitDetConfig(
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        mlp_ratio=2,
-        num_channels=4,
-        image_size=64,
-        pretrain_image_size=64,
-        patch_size=16,
-        window_block_indices=[0],
-        residual_block_indices=[1],
-        use_relative_position_embeddings=True,
-        window_size=2,
-    )
-    config = VitMatteConfig(
-        backbone_config=backbone, hidden_size=16, convstream_hidden_sizes=[4, 8, 8], fusion_hidden_sizes=[16, 8, 8, 4]
-    )
-    torch.manual_seed(0)
-    model = VitMatteForImageMatting(config).eval()
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.normal_(0.0, 0.5)
-    return model
-
-
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A model folder holding ``vitmatte-small`` as ``popcon models fetch`` lays it out (config, weights, processor)."""
     root = tmp_path_factory.mktemp("models")
-    _tiny_vitmatte().save_pretrained(root / "vitmatte-small")
-    VitMatteImageProcessor().save_pretrained(root / "vitmatte-small")
+    vitmatte_folder(root, "toy", scale=0.5)
     return root
 
 
@@ -242,7 +214,7 @@ def test_base_variant_loads_a_pickled_checkpoint(model_dir: Path, tmp_path: Path
     folder.mkdir()
     for name in ("config.json", "preprocessor_config.json"):
         (folder / name).write_bytes((model_dir / "vitmatte-small" / name).read_bytes())
-    torch.save(_tiny_vitmatte().state_dict(), folder / "pytorch_model.bin")
+    torch.save(vitmatte_model("toy", scale=0.5).state_dict(), folder / "pytorch_model.bin")
     base = create_step("base", StepContext(device="cpu", model_dir=tmp_path))
     state = _state((40, 48), seed=6)
     np.testing.assert_array_equal(base.apply(state).alpha, step.apply(state).alpha)
