@@ -85,7 +85,8 @@ def test_the_gpu_images_default_weights_are_fetched_and_a_fetch_that_fails_fails
     [default] = [i.args.split("=", 1)[1].strip('"') for i in steps if i.op == "ARG" and i.args.startswith("WEIGHTS=")]
     assert default in weights.CATALOGUE
 
-    done = gpu_image.shell(weights_step, {**gpu_image.build_args, "WEIGHTS": default})
+    no_way_out = f"http://127.0.0.1:{_closed_port()}"
+    done = gpu_image.shell(weights_step, {**gpu_image.build_args, "WEIGHTS": default, "HTTPS_PROXY": no_way_out})
 
     assert done.returncode == 1
     assert f"{default}: no network: could not reach github.com" in done.stdout, done.stdout + done.stderr
