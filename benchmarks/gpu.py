@@ -20,7 +20,7 @@ Writes ``figures.json``, ``report.md`` and ``log.txt`` to ``--out``; every confi
 error) is recorded as such and the run goes on.
 
     python -m benchmarks.gpu --out out/gpu              # a CUDA machine: every figure (docs/gpu.md)
-    python -m benchmarks.gpu --out /tmp/gpu --smoke     # the CPU, tiny sizes: the script's own test (make test)
+    python -m benchmarks.gpu --out out/gpu-smoke --smoke  # the CPU, tiny sizes: the script's own test (make test)
 """
 
 from __future__ import annotations
