@@ -11,7 +11,7 @@ from temporalio import activity
 
 from activities.export.animation import decode_rgba_png, encode_apng, encode_gif, encode_webp
 from activities.export.sheets import contact_sheet, sprite_sheet
-from core.artifacts import ArtifactError, ArtifactStore
+from core.artifacts import ArtifactError, ArtifactStore, get_in_set
 from workflows.contract import (
     ActivityName,
     ArtifactRef,
@@ -29,11 +29,13 @@ class AssemblyActivities:
     def __init__(self, store: ArtifactStore) -> None:
         self._store = store
 
-    def _frames(self, refs: list[ArtifactRef]) -> list[Image.Image]:
+    def _frames(self, set_id: str, refs: list[ArtifactRef]) -> list[Image.Image]:
+        """The set's own frames: a reference to another set's file is refused (``ForeignArtifact``)."""
+        within = export_key(set_id, "frames")
         frames = []
         for ref in refs:
             try:
-                frames.append(decode_rgba_png(self._store.get(ref)))
+                frames.append(decode_rgba_png(get_in_set(self._store, ref, within)))
             except ArtifactError as err:
                 raise err.failure_type.error(str(err)) from err
             except ValueError as err:
@@ -49,7 +51,7 @@ class AssemblyActivities:
         return await asyncio.to_thread(self._assemble_emoji, request)
 
     def _assemble_emoji(self, request: AssembleEmojiInput) -> EmojiOutput:
-        frames = self._frames(request.frames)
+        frames = self._frames(request.set_id, request.frames)
         size = frames[0].size
         duration = request.frame_duration_ms
         sheet_png, layout = sprite_sheet(frames)
@@ -73,7 +75,7 @@ class AssemblyActivities:
         return await asyncio.to_thread(self._assemble_contact_sheet, request)
 
     def _assemble_contact_sheet(self, request: ContactSheetInput) -> ArtifactRef:
-        rows = [(pose, self._frames(refs)) for pose, refs in request.rows]
+        rows = [(pose, self._frames(request.set_id, refs)) for pose, refs in request.rows]
         page = contact_sheet(request.title, rows)
         with Image.open(io.BytesIO(page)) as image:
             size = image.size

@@ -15,7 +15,7 @@ from activities.export.animation import decode_rgba_png
 from activities.export.platforms import builtin_target
 from activities.export.platforms.base import DoesNotFitError, EmojiFrames, Package
 from activities.export.platforms.packaging import require_set_size
-from core.artifacts import ArtifactError, ArtifactStore
+from core.artifacts import ArtifactError, ArtifactStore, get_in_set
 from workflows.contract import (
     ActivityName,
     ArtifactRef,
@@ -60,8 +60,9 @@ class PlatformExportActivities:
 
     def _export(self, request: ExportPackageInput) -> PackageOutput:
         target = builtin_target(request.target.value)
+        within = package_key(request.set_id, request.target.value, f"{request.target.value}.zip")
         emojis = [
-            EmojiFrames(emoji.pose, [self._frame(ref) for ref in emoji.frames], emoji.frame_duration_ms)
+            EmojiFrames(emoji.pose, [self._frame(ref, within) for ref in emoji.frames], emoji.frame_duration_ms)
             for emoji in request.emojis
         ]
         try:
@@ -70,9 +71,10 @@ class PlatformExportActivities:
             raise FailureType.EXPORT_DOES_NOT_FIT.error(f"{target.rules.platform}: {err}") from err
         return self._store_package(request.set_id, request.target, package)
 
-    def _frame(self, ref: ArtifactRef) -> Image.Image:
+    def _frame(self, ref: ArtifactRef, within: str) -> Image.Image:
+        """A picked frame of the set the package is written to (``within``: a key of it), never another set's."""
         try:
-            return decode_rgba_png(self._store.get(ref))
+            return decode_rgba_png(get_in_set(self._store, ref, within))
         except ArtifactError as err:
             raise err.failure_type.error(str(err)) from err
         except ValueError as err:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field
 
+from core.redact import RegisteredSecret
 from core.settings import PopconSettings
 
 
@@ -21,7 +22,9 @@ class DashScopeSettings(PopconSettings):
     The API key, base URL and models must belong to the same region: the default is Singapore (``dashscope-intl``).
     """
 
-    dashscope_api_key: SecretStr | None = Field(default=None, description="Never logged; missing = refused at use.")
+    dashscope_api_key: RegisteredSecret | None = Field(
+        default=None, description="Never logged; missing = refused at use."
+    )
     dashscope_base_url: str = "https://dashscope-intl.aliyuncs.com/api/v1"
     dashscope_character_model: str = Field(default="wan2.2-t2i-flash", description="Text-to-image: the character.")
     dashscope_start_frame_model: str = Field(

@@ -3,8 +3,9 @@ the original product did (cut out, laid on pure white, cropped to the character 
 
 Pure: bytes in, PNG out; the ``prepare_upload`` activity reads and stores the artifacts. Checks run in order of cost:
 the byte count, the format and the size from the header (a decompression bomb is refused before any pixel is
-decoded), then decoding the first frame, which a truncated or corrupt file fails (Pillow's
-``ImageFile.LOAD_TRUNCATED_IMAGES`` must stay off, and is checked).
+decoded), the declared size against the file's (a PNG's pixels cannot be compressed beyond deflate's bound), then
+decoding the first frame, which a truncated or corrupt file fails (Pillow's ``ImageFile.LOAD_TRUNCATED_IMAGES`` must
+stay off, and is checked).
 """
 
 from __future__ import annotations
@@ -33,6 +34,28 @@ many phone cameras write them) as MPO."""
 ACCEPTED = "PNG, JPEG, WebP, GIF, BMP or TIFF"
 MIN_EDGE = 64
 """The shortest side an upload may have, in pixels."""
+DEFLATE_RATIO = 1032
+"""The most deflate can compress: a 258-byte match coded in 2 bits. A PNG's compressed pixels are at least its raw
+scanlines' size over this, so a smaller file cannot hold the picture its header declares."""
+PNG_BITS = {
+    "1": 1,
+    "L;2": 2,
+    "L;4": 4,
+    "L": 8,
+    "I;16B": 16,
+    "RGB": 24,
+    "RGB;16B": 48,
+    "P;1": 1,
+    "P;2": 2,
+    "P;4": 4,
+    "P": 8,
+    "LA": 16,
+    "LA;16B": 32,
+    "RGBA": 32,
+    "RGBA;16B": 64,
+}
+"""Bits per pixel of a PNG's scanlines (its bit depth times its colour type's samples), by the raw mode Pillow reads
+them in (``PngImagePlugin._MODES``)."""
 SIXTEEN_BIT_MODES = frozenset({"I;16", "I;16L", "I;16B", "I;16N", "I"})
 """Single-channel modes holding 16-bit samples, which Pillow's conversions would clip rather than scale."""
 WORK_EDGE = 2048
@@ -165,6 +188,11 @@ def _decode(data: bytes) -> tuple[UploadInfo, Image.Image]:
         )
     if min(width, height) < MIN_EDGE:
         raise UploadError(f"the picture is {width}x{height} px; a character picture needs at least {MIN_EDGE} px")
+    if len(data) < _least_bytes(image):
+        raise UploadError(
+            f"the picture declares {width}x{height} px but is only {len(data):,} bytes: it is truncated or a "
+            "decompression bomb"
+        )
     media_type = MEDIA_TYPES[image.format or ""]
     try:
         frames = getattr(image, "n_frames", 1)
@@ -173,6 +201,21 @@ def _decode(data: bytes) -> tuple[UploadInfo, Image.Image]:
     except (OSError, SyntaxError, ValueError, EOFError, Image.DecompressionBombError) as exc:
         raise UploadError(f"the picture is truncated or corrupt: {exc}") from exc
     return UploadInfo(media_type, upright.width, upright.height, frames), upright
+
+
+def _least_bytes(image: ImageFile.ImageFile) -> int:
+    """The fewest bytes a file can hold ``image``'s declared pixels in: for a PNG, its pixel bits (without the
+    scanlines' filter bytes and padding, which only add) over :data:`DEFLATE_RATIO`; a raw mode not in
+    :data:`PNG_BITS` counts 1 bit a pixel, the least any takes.
+
+    The other formats have no such hard bound, so only ``MAX_UPLOAD_PIXELS`` limits what they make the decoder
+    allocate: a progressive JPEG codes a run of up to 32767 empty blocks in a few bits, a GIF's first frame may cover
+    a corner of its screen, a BMP's RLE skips pixels, a WebP's or TIFF's coding is up to its writer.
+    """
+    if image.format != "PNG":
+        return 0
+    bits = PNG_BITS.get(str(image.tile[0].args), 1) if image.tile else 1
+    return image.width * image.height * bits // (8 * DEFLATE_RATIO)
 
 
 def _rgba(image: Image.Image) -> Image.Image:

@@ -56,6 +56,7 @@ from gpu_activity_worker.pipeline import Pipelines
 from testkit.model_folders import birefnet_folder, sam2_folder, vitmatte_folder
 from testkit.weights import unpinned
 from workflows.contract import MatteSlotInput
+from workflows.keys import candidate_key
 
 log = logging.getLogger("benchmarks.gpu")
 RANDOM_WEIGHTS = "random weights: speed only (it does not depend on the weights' values)"
@@ -314,11 +315,9 @@ def _slot_requests(store: FileArtifactStore, plan: Plan) -> list[MatteSlotInput]
             image = (_frame(plan.slot_frame_size, shift=candidate, seed=slot * 10 + candidate) * 255).astype(np.uint8)
             buffer = io.BytesIO()
             Image.fromarray(image).save(buffer, format="PNG")
-            key = f"bench/slot-{slot:02d}/candidate-{candidate:02d}"
-            sources.append(
-                store.put(f"{key}.png", buffer.getvalue(), "image/png", width=image.shape[1], height=image.shape[0])
-            )
-        outputs = [f"bench/slot-{slot:02d}/candidate-{c:02d}.matte.png" for c in range(plan.candidates)]
+            key = candidate_key("bench", "wave", slot, candidate, "source.png")
+            sources.append(store.put(key, buffer.getvalue(), "image/png", width=image.shape[1], height=image.shape[0]))
+        outputs = [candidate_key("bench", "wave", slot, c, "matte.png") for c in range(plan.candidates)]
         requests.append(MatteSlotInput(pipeline=plan.slot_pipeline, candidates=sources, output_keys=outputs))
     return requests
 

@@ -16,6 +16,7 @@ from urllib.parse import unquote, urlparse
 
 from core.settings import ArtifactSettings
 from workflows.contract import ArtifactRef, FailureType
+from workflows.keys import check_key, set_of_key
 
 PARTIAL = ".partial"
 """How a write's temporary file ends: ``.<name>.<8 random characters>.partial``, hidden beside its target so the
@@ -47,6 +48,15 @@ class ArtifactStore(Protocol):
         """What is stored under ``key``, or None: for a worker's own records, which no reference points to."""
         ...
 
+    def key_of(self, ref: ArtifactRef) -> str | None:
+        """The key ``ref`` is stored under in this store, or None when this store does not address it by key (an
+        inline job's sources). Reads nothing; :meth:`get` still checks the content.
+
+        Raises:
+            ForeignArtifact: ``ref`` lies outside this store.
+        """
+        ...
+
 
 class FileArtifactStore:
     """Artifacts as files under one root folder, addressed by ``file://`` URIs."""
@@ -55,10 +65,9 @@ class FileArtifactStore:
         self.root = root.resolve()
 
     def _path(self, key: str) -> Path:
-        path = Path(os.path.normpath(self.root / key))
-        if not path.is_relative_to(self.root):
-            raise ValueError(f"artifact key {key!r} escapes the store root")
-        return path
+        """Where ``key`` lives; a key with ``..``, ``.`` or a leading ``/`` is refused, as the S3 store does, even
+        when it would resolve inside the root: a key names one place, inside its set."""
+        return self.root / check_key(key)
 
     def put(
         self, key: str, data: bytes, media_type: str, *, width: int | None = None, height: int | None = None
@@ -104,20 +113,26 @@ class FileArtifactStore:
             ForeignArtifact: ``ref`` is not a ``file://`` URI under the root (symbolic links resolved).
             ArtifactError: The artifact is missing or its content changed.
         """
-        parsed = urlparse(ref.uri)
-        if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
-            raise ForeignArtifact(f"{ref.uri}: this store reads only file:// artifacts under {self.root}")
-        path = Path(unquote(parsed.path)).resolve()
-        if not path.is_relative_to(self.root):
-            raise ForeignArtifact(f"{ref.uri}: outside the artifact store ({self.root}); it is not read")
+        path = self._located(ref)
         try:
             data = path.read_bytes()
         except FileNotFoundError as err:
             raise ArtifactError(f"{ref.uri}: artifact is missing") from err
-        digest = hashlib.sha256(data).hexdigest()
-        if digest != ref.sha256:
-            raise ArtifactError(f"{ref.uri}: content changed (sha256 {digest}, expected {ref.sha256})")
+        check_content(ref, data)
         return data
+
+    def key_of(self, ref: ArtifactRef) -> str:
+        return self._located(ref).relative_to(self.root).as_posix()
+
+    def _located(self, ref: ArtifactRef) -> Path:
+        # The refusals name neither the store's root nor anything read: the caller learns only that it is refused.
+        parsed = urlparse(ref.uri)
+        if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
+            raise ForeignArtifact(f"{ref.uri}: this store reads only file:// artifacts of its own")
+        path = Path(unquote(parsed.path)).resolve()
+        if not path.is_relative_to(self.root):
+            raise ForeignArtifact(f"{ref.uri}: outside the artifact store; it is not read")
+        return path
 
     def find(self, key: str) -> bytes | None:
         try:
@@ -126,6 +141,33 @@ class FileArtifactStore:
             return None
         except OSError as err:
             raise ArtifactError(f"{key}: could not be read: {err}") from err
+
+
+def get_in_set(store: ArtifactStore, ref: ArtifactRef, within: str) -> bytes:
+    """The bytes of ``ref``, read for work written under the key ``within``: only from the set that key lies in.
+
+    A request (a RunPod job, a hand-made ExportSet) therefore never writes into one set what it read from another.
+    A store that does not address ``ref`` by key (an inline job's) is only read as :meth:`ArtifactStore.get` reads.
+
+    Raises:
+        ForeignArtifact: ``ref`` lies in another set, outside every set, or outside the store.
+        ArtifactError: As :meth:`ArtifactStore.get`.
+    """
+    key = store.key_of(ref)
+    if key is not None and set_of_key(key) != set_of_key(within):
+        raise ForeignArtifact(f"{ref.uri}: not a file of the set this request writes to; it is not read")
+    return store.get(ref)
+
+
+def check_content(ref: ArtifactRef, data: bytes) -> None:
+    """Check ``data`` against ``ref``'s sha256.
+
+    Raises:
+        ArtifactError: It differs. The message does not give the stored content's digest: with it, a reader who was
+            refused could name the file in a reference of their own.
+    """
+    if hashlib.sha256(data).hexdigest() != ref.sha256:
+        raise ArtifactError(f"{ref.uri}: the stored content does not match the reference's sha256")
 
 
 def open_store(settings: ArtifactSettings) -> ArtifactStore:

@@ -1,22 +1,47 @@
-"""One way to reach Temporal for every process: the pydantic data converter and the configured address."""
+"""One way to reach Temporal for every process: the data converter (pydantic payloads, failures scrubbed of secrets)
+and the configured address."""
 
 from __future__ import annotations
 
 import dataclasses
 
+from temporalio.api.failure.v1 import Failure
 from temporalio.client import Client
 from temporalio.contrib.pydantic import PydanticPayloadConverter, ToJsonOptions, pydantic_data_converter
+from temporalio.converter import DefaultFailureConverter, PayloadConverter
 from temporalio.runtime import Runtime
 
+from core.redact import redact
 from core.settings import TemporalSettings
 
 
+class RedactingFailureConverter(DefaultFailureConverter):
+    """Converts an exception as the default converter does, then scrubs the message and stack trace of the failure
+    and of every cause (:func:`core.redact.redact`) before they leave the process: activity and workflow failures,
+    hence histories, the server's database and the Web UI, carry no secret."""
+
+    def to_failure(self, exception: BaseException, payload_converter: PayloadConverter, failure: Failure) -> None:
+        """See :meth:`temporalio.converter.FailureConverter.to_failure`."""
+        super().to_failure(exception, payload_converter, failure)
+        current = failure
+        while True:
+            current.message = redact(current.message)
+            current.stack_trace = redact(current.stack_trace)
+            if not current.HasField("cause"):
+                return
+            current = current.cause
+
+
+data_converter = dataclasses.replace(pydantic_data_converter, failure_converter_class=RedactingFailureConverter)
+"""The data converter of every connection: pydantic payloads, and failures scrubbed of secrets."""
+
+
 async def connect(settings: TemporalSettings, runtime: Runtime | None = None) -> Client:
-    """Connect to the configured Temporal frontend with the pydantic data converter."""
+    """Connect to the configured Temporal frontend with :data:`data_converter`."""
     return await Client.connect(
         settings.temporal_address,
         namespace=settings.temporal_namespace,
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter,
         runtime=runtime,
     )
 
@@ -28,9 +53,7 @@ class _SetFieldsPayloadConverter(PydanticPayloadConverter):
         super().__init__(ToJsonOptions(exclude_unset=True))
 
 
-set_fields_data_converter = dataclasses.replace(
-    pydantic_data_converter, payload_converter_class=_SetFieldsPayloadConverter
-)
+set_fields_data_converter = dataclasses.replace(data_converter, payload_converter_class=_SetFieldsPayloadConverter)
 """The data converter of a client's requests: a request carries the fields its sender set and no others.
 
 A set pinned to an older build refuses a request with a field it does not know (``workflows.contract._Request``); a

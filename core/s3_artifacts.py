@@ -13,8 +13,9 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from core.artifacts import ArtifactError, ForeignArtifact
+from core.artifacts import ArtifactError, ForeignArtifact, check_content
 from workflows.contract import ArtifactRef
+from workflows.keys import check_key, is_key
 
 
 class S3ArtifactStore:
@@ -42,8 +43,7 @@ class S3ArtifactStore:
         )
 
     def _key(self, key: str) -> str:
-        if key.startswith("/") or ".." in key.split("/"):
-            raise ValueError(f"artifact key {key!r} escapes the store prefix")
+        check_key(key)
         return f"{self.prefix}/{key}" if self.prefix else key
 
     def put(
@@ -64,28 +64,35 @@ class S3ArtifactStore:
         )
 
     def get(self, ref: ArtifactRef) -> bytes:
-        bucket, _, object_key = ref.uri.removeprefix("s3://").partition("/")
-        inside = f"{self.prefix}/" if self.prefix else ""
-        segments = object_key.split("/")
-        if (
-            not ref.uri.startswith("s3://")
-            or bucket != self.bucket
-            or not object_key.startswith(inside)
-            or any(segment in ("", ".", "..") for segment in segments)
-        ):
-            raise ForeignArtifact(
-                f"{ref.uri}: this store reads only s3://{self.bucket}/{inside}... artifacts; it is not read"
-            )
+        object_key = self._object_key(ref)
         try:
-            data: bytes = self._client.get_object(Bucket=bucket, Key=object_key)["Body"].read()
+            data: bytes = self._client.get_object(Bucket=self.bucket, Key=object_key)["Body"].read()
         except ClientError as err:
             if err.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NoSuchBucket"):
                 raise ArtifactError(f"{ref.uri}: artifact is missing") from err
             raise
-        digest = hashlib.sha256(data).hexdigest()
-        if digest != ref.sha256:
-            raise ArtifactError(f"{ref.uri}: content changed (sha256 {digest}, expected {ref.sha256})")
+        check_content(ref, data)
         return data
+
+    def key_of(self, ref: ArtifactRef) -> str:
+        return self._object_key(ref).removeprefix(f"{self.prefix}/" if self.prefix else "")
+
+    def _object_key(self, ref: ArtifactRef) -> str:
+        """The object ``ref`` names, when it is one of this store's (its bucket, under its prefix, no ``.``/``..``).
+
+        Raises:
+            ForeignArtifact: Anything else; the message does not name this store's bucket or prefix.
+        """
+        bucket, _, object_key = ref.uri.removeprefix("s3://").partition("/")
+        inside = f"{self.prefix}/" if self.prefix else ""
+        if (
+            not ref.uri.startswith("s3://")
+            or bucket != self.bucket
+            or not object_key.startswith(inside)
+            or not is_key(object_key.removeprefix(inside))
+        ):
+            raise ForeignArtifact(f"{ref.uri}: not an artifact of this store; it is not read")
+        return object_key
 
     def find(self, key: str) -> bytes | None:
         try:

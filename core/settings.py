@@ -12,8 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from core.redact import RegisteredSecret
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_DATA_DIR = PROJECT_DIR / ".popcon"
@@ -67,7 +69,7 @@ class ArtifactSettings(PopconSettings):
     data_dir: Path = DEFAULT_DATA_DIR
     s3_endpoint_url: str | None = Field(default=None, description="Any S3-compatible service; None = AWS.")
     s3_access_key_id: str | None = None
-    s3_secret_access_key: SecretStr | None = None
+    s3_secret_access_key: RegisteredSecret | None = None
     s3_region: str | None = None
 
     def artifact_root_uri(self) -> str:

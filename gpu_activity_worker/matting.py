@@ -23,7 +23,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 from pydantic import BaseModel, ValidationError
 
-from core.artifacts import ArtifactError, ArtifactStore
+from core.artifacts import ArtifactError, ArtifactStore, get_in_set
 from gpu_activity_worker.batching import Lanes
 from gpu_activity_worker.engines.base import CorruptImageError, MatteResult, MattingError
 from gpu_activity_worker.pipeline import MattingPipeline, Pipelines
@@ -94,7 +94,7 @@ def matte(
     """
     started = time.perf_counter()
     pipeline: MattingPipeline = pipelines.build(request.pipeline)
-    rgb = decode_rgb(store.get(request.source), request.source.uri)
+    rgb = decode_rgb(get_in_set(store, request.source, request.output_key), request.source.uri)
     result = pipeline.run(rgb, gpu_slot)
     return _stored(request, result, store, time.perf_counter() - started)
 
@@ -240,7 +240,7 @@ def _decode(candidate: _Candidate, store: ArtifactStore) -> None:
     started = time.perf_counter()
     source = candidate.request.source
     try:
-        candidate.rgb = decode_rgb(store.get(source), source.uri)
+        candidate.rgb = decode_rgb(get_in_set(store, source, candidate.request.output_key), source.uri)
     except (CorruptImageError, ArtifactError) as err:  # a foreign reference is its own; a missing one is raised
         candidate.result = _own_failure(err)
     candidate.busy_s += time.perf_counter() - started

@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from scipy import ndimage
 
-from core.artifacts import ArtifactStore
+from core.artifacts import ArtifactStore, get_in_set
 from gpu_activity_worker.engines.base import UnsupportedImageError
 from gpu_activity_worker.matting import SAM2_STEP, decode_rgb, decode_rgba, encode_png
 from gpu_activity_worker.pipeline import Pipelines
@@ -219,8 +219,9 @@ def stabilise_emoji(
         UnsupportedImageError: ``sam2``: the first frame's matte has no subject.
     """
     started = time.perf_counter()
-    images = [decode_rgb(store.get(source), source.uri) for source in request.sources]
-    mattes = [decode_rgba(store.get(matte), matte.uri) for matte in request.mattes]
+    within = request.output_keys[0]  # every output key lies in this one set (the contract checks it)
+    images = [decode_rgb(get_in_set(store, source, within), source.uri) for source in request.sources]
+    mattes = [decode_rgba(get_in_set(store, matte, within), matte.uri) for matte in request.mattes]
     alphas = [matte[..., 3].astype(np.float32) / 255 for matte in mattes]
     if request.mode is TemporalMode.SAM2:
         track = sam2_tracker(pipelines)

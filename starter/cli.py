@@ -501,22 +501,57 @@ def list_sets(
 @app.command()
 def review(
     host: Annotated[
-        str | None, typer.Option(help="Bind address (default 127.0.0.1; any other needs POPCON_REVIEW_TOKEN).")
+        str | None,
+        typer.Option(help="Bind address (default 127.0.0.1; any other needs POPCON_REVIEW_SECRET or _TOKEN)."),
     ] = None,
     port: Annotated[int | None, typer.Option(help="Port (default 8300).")] = None,
 ) -> None:
     """Serve the review web app: start sets, follow them live, pick, regenerate, refine, approve, download."""
+    from starter.review.credentials import WeakSecret
     from starter.review.server import serve
     from starter.review.settings import ReviewSettings, TokenMissing
 
     settings = ReviewSettings()
     bound = host or settings.review_host
-    console.print(f"review app on http://{bound}:{port or settings.review_port}/")
+    scheme = "https" if settings.review_tls_certfile else "http"
+    console.print(f"review app on {scheme}://{bound}:{port or settings.review_port}/")
     try:
         serve(host, port, settings=settings)
-    except TokenMissing as err:
+    except (TokenMissing, WeakSecret) as err:
         console.print(f"[red]error:[/red] {err}")
         raise typer.Exit(1) from err
+
+
+@app.command("review-token")
+def review_token(
+    reviewer: Annotated[str, typer.Option(help="The reviewer's name: every message they send is signed with it.")],
+    owner: Annotated[
+        list[str] | None, typer.Option(help="An owner whose sets they may see and act on (repeat for more).")
+    ] = None,
+    all_owners: Annotated[bool, typer.Option(help="Every owner's sets (an operator).")] = False,
+    days: Annotated[float, typer.Option(min=0.01, max=365, help="How long the token is valid.")] = 30.0,
+) -> None:
+    """Print an owner-scoped reviewer token signed with POPCON_REVIEW_SECRET (give it to that reviewer only)."""
+    from starter.review.credentials import Reviewer, WeakSecret, check_strength, issue_token
+    from starter.review.settings import ReviewSettings
+
+    secret = ReviewSettings().review_secret
+    if not reviewer.strip():
+        console.print("[red]error:[/red] --reviewer names the reviewer; it cannot be blank")
+        raise typer.Exit(1)
+    if (not owner) == (not all_owners):
+        console.print("[red]error:[/red] give the owners (--owner, repeated) or --all-owners, one of the two")
+        raise typer.Exit(1)
+    if secret is None:
+        console.print("[red]error:[/red] set POPCON_REVIEW_SECRET (the review app's, at least 32 characters)")
+        raise typer.Exit(1)
+    try:
+        check_strength("POPCON_REVIEW_SECRET", secret.get_secret_value())
+    except WeakSecret as err:
+        console.print(f"[red]error:[/red] {err}")
+        raise typer.Exit(1) from err
+    scope = Reviewer(name=reviewer.strip(), owners=None if all_owners else frozenset(owner or []))
+    print(issue_token(secret.get_secret_value(), scope, days * 86400))
 
 
 @app.command()

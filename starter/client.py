@@ -28,6 +28,7 @@ from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
     WorkflowHandle,
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
     WorkflowUpdateStage,
 )
@@ -188,8 +189,22 @@ class EmojiSetClient:
         return set_id
 
     async def state(self, set_id: str) -> EmojiSetState:
-        """The live state: phase, frames, candidates with references and scores, picks."""
-        return await self._call(self._handle(set_id).query(EmojiSetWorkflow.get_state))
+        """The live state: phase, frames, candidates with references and scores, picks.
+
+        Raises:
+            SetNotFound: No workflow has that id, or the one that has it is not an emoji set (an export, say).
+        """
+        handle = self._handle(set_id)
+        try:
+            return await self._call(handle.query(EmojiSetWorkflow.get_state))
+        except WorkflowQueryFailedError as err:
+            # Another type of workflow has no such query. Its type is looked up only then: a set's state costs one
+            # round trip.
+            kind = (await self._call(handle.describe())).workflow_type
+            if kind != WORKFLOW_TYPE:
+                message = f"no emoji set found: {set_id} is a workflow of type {kind}, not an emoji set"
+                raise SetNotFound(message) from err
+            raise
 
     async def pick_character(self, set_id: str, candidate: int) -> ImageCandidate:
         """Use another character candidate (review policy ``character=human``)."""

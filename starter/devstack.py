@@ -4,12 +4,17 @@
 stops them. The dev server keeps its history in SQLite under the data folder, so sets survive restarts, and custom
 search attributes are registered idempotently at every start (the server ignores ``--search-attribute`` when it
 restarts on an existing database).
+
+The dev server and its Web UI listen on 127.0.0.1, so that only this machine reaches them: the UI has no
+authentication and answers any ``Host`` header. A UI bound to another address (``POPCON_DEV_SERVER_UI_IP``) is logged
+as a warning when the server starts (:func:`ui_exposure_warning`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import socket
@@ -28,8 +33,13 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from core.connection import connect
 from core.settings import DEFAULT_DATA_DIR, TemporalSettings
+from starter.review.settings import is_loopback
 from workflows import search_attributes as sa
 
+logger = logging.getLogger(__name__)
+
+LOOPBACK = "127.0.0.1"
+"""Where the dev server's frontend listens, and its Web UI unless the settings say otherwise."""
 DEV_BUILD_ID = "dev"
 """The build of the dev stack's workers, unless ``POPCON_BUILD_ID`` names another."""
 DRAINAGE_CHECKS = (
@@ -78,6 +88,22 @@ class DevStackSettings(TemporalSettings):
     data_dir: Path = DEFAULT_DATA_DIR
     dev_server_port: int = Field(default=7233, ge=1, le=65535)
     dev_server_ui_port: int = Field(default=8233, ge=1, le=65535)
+    dev_server_ui_ip: str = Field(
+        default=LOOPBACK,
+        description="The Web UI's bind address; keep it on loopback: the UI has no authentication.",
+    )
+
+
+def ui_exposure_warning(settings: DevStackSettings) -> str | None:
+    """The warning for a dev server Web UI bound beyond this machine, or None when it listens on loopback."""
+    if is_loopback(settings.dev_server_ui_ip):
+        return None
+    return (
+        f"the dev server's Web UI listens on {settings.dev_server_ui_ip}:{settings.dev_server_ui_port}, beyond this "
+        "machine: it has no authentication and answers any Host header, so anyone who reaches that address (or a web "
+        "page that rebinds a name to it) can list every set and cancel them. Keep it on loopback (unset "
+        "POPCON_DEV_SERVER_UI_IP); a shared Temporal UI belongs behind an authenticating proxy (docs/deploy.md)."
+    )
 
 
 @dataclass(frozen=True)
@@ -99,9 +125,11 @@ def services(settings: DevStackSettings) -> list[Service]:
                 "server",
                 "start-dev",
                 "--ip",
-                "127.0.0.1",
+                LOOPBACK,
                 "--port",
                 str(settings.dev_server_port),
+                "--ui-ip",
+                settings.dev_server_ui_ip,
                 "--ui-port",
                 str(settings.dev_server_ui_port),
                 "--db-filename",
@@ -153,6 +181,8 @@ class DevStack:
         started = []
         server, *workers = services(self.settings)
         if self.pid(server.name) is None:
+            if warning := ui_exposure_warning(self.settings):
+                logger.warning(warning)
             if _port_open(self.settings.dev_server_port):
                 raise RuntimeError(
                     f"port {self.settings.dev_server_port} is taken by another process: stop it or set "
@@ -188,7 +218,7 @@ class DevStack:
     def _spawn(self, service: Service) -> None:
         env = {
             **os.environ,
-            "POPCON_TEMPORAL_ADDRESS": f"127.0.0.1:{self.settings.dev_server_port}",
+            "POPCON_TEMPORAL_ADDRESS": f"{LOOPBACK}:{self.settings.dev_server_port}",
             # One build, current from its start: a restart with changed code takes over the sets in flight, as an
             # unversioned worker would. docs/deploy.md shows a real rollout, two builds side by side.
             "POPCON_BUILD_ID": os.environ.get("POPCON_BUILD_ID", DEV_BUILD_ID),
@@ -221,7 +251,7 @@ def process_alive(pid: int) -> bool:
 
 def _port_open(port: int) -> bool:
     with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) == 0
+        return sock.connect_ex((LOOPBACK, port)) == 0
 
 
 async def _wait_for_server(settings: DevStackSettings, timeout_s: float) -> Client:
@@ -229,7 +259,7 @@ async def _wait_for_server(settings: DevStackSettings, timeout_s: float) -> Clie
     while True:
         try:
             return await connect(
-                settings.model_copy(update={"temporal_address": f"127.0.0.1:{settings.dev_server_port}"})
+                settings.model_copy(update={"temporal_address": f"{LOOPBACK}:{settings.dev_server_port}"})
             )
         except RuntimeError:
             if time.monotonic() > deadline:

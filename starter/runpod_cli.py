@@ -1,7 +1,8 @@
 """``popcon runpod``: deploy the RunPod Serverless endpoint that runs the matting handler, and smoke-test it.
 
-Everything comes from the ``POPCON_RUNPOD_*`` settings (and the artifact store's); secrets are never printed. Both
-commands exit with code 1 and a one-line reason when something fails.
+Everything comes from the ``POPCON_RUNPOD_*`` settings (and the artifact store's); secrets are never printed: an error's
+reason is redacted (:func:`core.redact.redact`) whatever RunPod or the endpoint put in it. Both commands exit with
+code 1 and a one-line reason when something fails.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from core.redact import redact
 from core.settings import ArtifactSettings, ObservabilitySettings
 from gpu_activity_worker.runpod import provision
 from gpu_activity_worker.runpod.settings import RunPodSettings
@@ -23,7 +25,7 @@ console = Console(soft_wrap=True)
 
 
 def _fail(err: provision.ProvisionError) -> typer.Exit:
-    console.print(f"[red]error:[/red] {escape(str(err))}")
+    console.print(f"[red]error:[/red] {escape(redact(str(err)))}")
     return typer.Exit(1)
 
 

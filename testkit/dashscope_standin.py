@@ -14,13 +14,14 @@ Real HTTP servers on 127.0.0.1 (ephemeral ports) that answer like the documented
   authentication; an expired one answers like OSS: 403 ``AccessDenied`` "Request has expired." with EC
   ``0002-00000069``.
 
-Errors are ``{"code", "message", "request_id"}`` with the HTTP status. Every request is recorded (so tests count the
-submissions). Failures are scripted: :meth:`FakeDashScope.script_error` (e.g. refused or throttled submits, with
-headers such as ``Retry-After``), :meth:`FakeDashScope.script_not_json` (an HTML error page, or any other body that is
-not JSON), :meth:`FakeDashScope.script_answer` (JSON without the fields the docs promise), and per task
-:meth:`FakeDashScope.script_task` with a :class:`TaskScript` (ends FAILED, never finishes, results expired, downloads
-cut short: the full ``Content-Length`` is announced and half the body sent, succeeds without result URLs, results
-that are not images or videos).
+Errors are ``{"code", "message", "request_id"}`` with the HTTP status; a wrong key answers 401 ``InvalidApiKey``,
+quoting the key it was given when ``quote_refused_key`` is set (as the service may). Every request is recorded (so
+tests count the submissions). Failures are scripted: :meth:`FakeDashScope.script_error` (e.g. refused or throttled
+submits, with headers such as ``Retry-After``), :meth:`FakeDashScope.script_not_json` (an HTML error page, or any
+other body that is not JSON), :meth:`FakeDashScope.script_answer` (JSON without the fields the docs promise), and per
+task :meth:`FakeDashScope.script_task` with a :class:`TaskScript` (ends FAILED, never finishes, results expired,
+downloads cut short: the full ``Content-Length`` is announced and half the body sent, succeeds without result URLs,
+results that are not images or videos).
 """
 
 from __future__ import annotations
@@ -169,10 +170,19 @@ class FakeDashScope:
         api_key: The only key accepted.
         pending_polls: Polls answered PENDING before a task runs.
         running_polls: Polls answered RUNNING before a task ends.
+        quote_refused_key: A wrong key's 401 quotes the key given (``Invalid API-key provided: <key>``).
     """
 
-    def __init__(self, *, api_key: str = "sk-fake-dashscope-key", pending_polls: int = 1, running_polls: int = 1):
+    def __init__(
+        self,
+        *,
+        api_key: str = "sk-fake-dashscope-key",
+        pending_polls: int = 1,
+        running_polls: int = 1,
+        quote_refused_key: bool = False,
+    ):
         self.api_key = api_key
+        self.quote_refused_key = quote_refused_key
         self.pending_polls = pending_polls
         self.running_polls = running_polls
         self.requests: list[RecordedRequest] = []
@@ -297,9 +307,11 @@ class FakeDashScope:
         return self._answers[endpoint].popleft() if self._answers[endpoint] else None
 
     def _unauthorized(self, headers: dict[str, str]) -> Reply | None:
-        if headers.get("authorization") != f"Bearer {self.api_key}":
-            return _error(401, "InvalidApiKey", "Invalid API-key provided.")
-        return None
+        given = headers.get("authorization", "")
+        if given == f"Bearer {self.api_key}":
+            return None
+        quoted = f": {given.removeprefix('Bearer ')}" if self.quote_refused_key else "."
+        return _error(401, "InvalidApiKey", f"Invalid API-key provided{quoted}")
 
     def _submit(self, kind: Kind, headers: dict[str, str], body: Any) -> Reply:
         refused = self._scripted("submit") or self._unauthorized(headers)

@@ -124,6 +124,8 @@ class EndpointConfig:
         worker_env: Extra environment of every worker (artifact store, settings), over this process's own.
         log_dir: Where each worker's output goes (``<worker id>.log``); None discards it.
         long_poll_s: How long job-take and job-stop requests are held open when there is nothing to give.
+        echo_api_key: Error answers to clients (401, injected faults) quote the key the request carried, as an API
+            may: what a client puts in its exceptions must still never show it.
     """
 
     endpoint_id: str = "standin"
@@ -138,6 +140,7 @@ class EndpointConfig:
     worker_env: Mapping[str, str] = field(default_factory=dict)
     log_dir: Path | None = None
     long_poll_s: float = 1.0
+    echo_api_key: bool = False
 
 
 @dataclass
@@ -322,13 +325,17 @@ class RunPodStandIn:
 
     def _refusal(self, request: web.Request, route: Route) -> web.Response | None:
         key = self.config.api_key
-        if request.headers.get("Authorization") not in (f"Bearer {key}", key):
-            return web.json_response({"error": "Unauthorized"}, status=401)
+        given = request.headers.get("Authorization", "")
+        quoted = f" (key {given.removeprefix('Bearer ')})" if self.config.echo_api_key else ""
+        if given not in (f"Bearer {key}", key):
+            return web.json_response({"error": f"Unauthorized{quoted}"}, status=401)
         faults = self._faults.get(route)
         if faults:
             fault = faults.popleft()
             headers = {} if fault.retry_after_s is None else {"Retry-After": str(fault.retry_after_s)}
-            return web.json_response({"error": f"injected {fault.status}"}, status=fault.status, headers=headers)
+            return web.json_response(
+                {"error": f"injected {fault.status}{quoted}"}, status=fault.status, headers=headers
+            )
         return None
 
     async def _run(self, request: web.Request) -> web.Response:

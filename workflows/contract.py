@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 from temporalio.exceptions import ApplicationError
 
+from workflows.keys import MATTE_KEY_PATTERN, MATTE_VERSION_KEY_PATTERN, STABILISED_KEY_PATTERN, set_of_key
 from workflows.presets import DEFAULT_ACTIONS, PRESETS, ActionPreset, Expression, Motion, Prop
 
 ORCHESTRATION_TASK_QUEUE = "emoji-orchestration"
@@ -942,11 +943,26 @@ class EditFrameInput(_Request):
     seed: int
 
 
+MatteKey = Annotated[str, StringConstraints(pattern=MATTE_KEY_PATTERN)]
+"""Where a cut-out is written: a frame slot candidate's ``sets/<set>/<action>/frame-NNN/candidate-NN.matte.png``, and
+nothing else (a matting request, a RunPod job's included, can never overwrite a set's character, sources or
+packages)."""
+MatteVersionKey = Annotated[str, StringConstraints(pattern=MATTE_VERSION_KEY_PATTERN)]
+StabilisedKey = Annotated[str, StringConstraints(pattern=STABILISED_KEY_PATTERN)]
+
+
+def _one_set(keys: list[str]) -> None:
+    """Every output key of one request lies in one set."""
+    sets = sorted({str(set_of_key(key)) for key in keys})
+    if len(sets) > 1:
+        raise ValueError(f"the output keys of one request lie in one set, these in {len(sets)}")
+
+
 class MatteFrameInput(_Request):
     """One candidate to cut out of its background (inside ``matte_slot``, and one RunPod job)."""
 
-    source: ArtifactRef
-    output_key: str = Field(description="Artifact key for the RGBA result; deterministic, so a retry overwrites.")
+    source: ArtifactRef = Field(description="A file of the set the output key lies in.")
+    output_key: MatteKey = Field(description="Artifact key for the RGBA result; deterministic, so a retry overwrites.")
     pipeline: str
 
 
@@ -965,12 +981,13 @@ class MatteSlotInput(_Request):
 
     pipeline: str
     candidates: list[ArtifactRef] = Field(min_length=1, max_length=MAX_CANDIDATES_PER_FRAME_TOTAL)
-    output_keys: list[str] = Field(min_length=1, max_length=MAX_CANDIDATES_PER_FRAME_TOTAL)
+    output_keys: list[MatteKey] = Field(min_length=1, max_length=MAX_CANDIDATES_PER_FRAME_TOTAL)
 
     @model_validator(mode="after")
     def _paired(self) -> MatteSlotInput:
         if len(self.candidates) != len(self.output_keys):
             raise ValueError(f"{len(self.candidates)} candidates but {len(self.output_keys)} output keys")
+        _one_set(self.output_keys)
         return self
 
     def frames(self) -> list[MatteFrameInput]:
@@ -994,7 +1011,7 @@ class StabiliseEmojiInput(_Request):
     mode: TemporalMode
     sources: list[ArtifactRef] = Field(min_length=2, max_length=MAX_FRAMES_PER_EMOJI, description="In frame order.")
     mattes: list[ArtifactRef] = Field(min_length=2, max_length=MAX_FRAMES_PER_EMOJI)
-    output_keys: list[str] = Field(min_length=2, max_length=MAX_FRAMES_PER_EMOJI)
+    output_keys: list[StabilisedKey] = Field(min_length=2, max_length=MAX_FRAMES_PER_EMOJI)
 
     @model_validator(mode="after")
     def _paired(self) -> StabiliseEmojiInput:
@@ -1004,6 +1021,7 @@ class StabiliseEmojiInput(_Request):
             raise ValueError(
                 f"{len(self.sources)} sources, {len(self.mattes)} mattes and {len(self.output_keys)} output keys"
             )
+        _one_set(self.output_keys)
         return self
 
 
@@ -1022,7 +1040,9 @@ class RefineTarget(_Request):
 
     source: ArtifactRef = Field(description="The pristine source frame (the candidate's image before matting).")
     matte: ArtifactRef = Field(description="The current RGBA cut-out.")
-    output_key: str = Field(description="Artifact key of the new version; deterministic, so a retry overwrites.")
+    output_key: MatteVersionKey = Field(
+        description="Artifact key of the new version; deterministic, so a retry overwrites."
+    )
 
 
 class RefineMatteInput(_Request):
@@ -1040,6 +1060,11 @@ class RefineMatteInput(_Request):
         description="The click segmenter: 'clicks' (weight-free region growing) or 'sam2[:variant]' (where its weights "
         "are, else 'clicks').",
     )
+
+    @model_validator(mode="after")
+    def _one_set(self) -> RefineMatteInput:
+        _one_set([frame.output_key for frame in self.frames])
+        return self
 
 
 class RefineMatteOutput(_Model):
@@ -1067,7 +1092,7 @@ class AssembleEmojiInput(_Request):
     """Activity ``assemble_emoji``: export one emoji from its picked, matted frames."""
 
     set_id: str
-    pose: str
+    pose: ActionId
     frames: list[ArtifactRef] = Field(min_length=1)
     frame_duration_ms: int
 
@@ -1090,7 +1115,7 @@ class CheckExportsInput(_Request):
 class EmojiFramesRef(_Request):
     """One approved emoji for an export: its picked, matted frames in order."""
 
-    pose: str
+    pose: ActionId = Field(description="The action's name; it names the emoji's files in a package.")
     frames: list[ArtifactRef] = Field(min_length=1)
     frame_duration_ms: int = Field(ge=1)
 

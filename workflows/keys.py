@@ -11,6 +11,20 @@ import re
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
+_SEGMENT = r"[A-Za-z0-9._-]*[A-Za-z0-9_-][A-Za-z0-9._-]*"
+"""One path segment of a key: safe characters only, and not only dots (never ``.`` or ``..``). No look-around: the
+contract's patterns using it are compiled by pydantic's Rust regex too."""
+_SAFE_SEGMENT = re.compile(r"[A-Za-z0-9._-]+")
+MAX_KEY_LENGTH = 1024
+"""S3's own limit on an object key."""
+_SET_PART = rf"sets/{_SEGMENT}/{_SEGMENT}"
+MATTE_KEY_PATTERN = rf"^{_SET_PART}/frame-[0-9]{{3,}}/candidate-[0-9]{{2,}}\.matte\.png$"
+"""The only keys a matting request may write to: a frame slot candidate's cut-out (:func:`candidate_key`)."""
+MATTE_VERSION_KEY_PATTERN = rf"^{_SET_PART}/frame-[0-9]{{3,}}/candidate-[0-9]{{2,}}\.matte\.v[0-9]+\.png$"
+"""The only keys a refinement may write to: a candidate's refined cut-out (:func:`matte_version_key`)."""
+STABILISED_KEY_PATTERN = rf"^{_SET_PART}/stabilised/[0-9a-f]{{16}}/frame-[0-9]{{3,}}\.png$"
+"""The only keys a stabilisation may write to (:func:`stabilised_key`)."""
+
 
 def key_segment(text: str) -> str:
     """Make ``text`` (a workflow id, a pose name) one safe path segment.
@@ -18,9 +32,36 @@ def key_segment(text: str) -> str:
     Unsafe text gets a hash suffix, so two ids that sanitise alike still get different keys.
     """
     safe = _UNSAFE.sub("_", text)
-    if safe != text or safe in {"", ".", ".."}:
+    if safe != text or not safe.strip("."):
         safe = f"{safe}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
     return safe
+
+
+def is_key(key: str) -> bool:
+    """Whether either store accepts ``key``: relative, at most :data:`MAX_KEY_LENGTH` characters, segments of
+    ``[A-Za-z0-9._-]`` that are not only dots (so never ``.`` or ``..``), no empty segment."""
+    return len(key) <= MAX_KEY_LENGTH and all(
+        _SAFE_SEGMENT.fullmatch(segment) and segment.strip(".") for segment in key.split("/")
+    )
+
+
+def check_key(key: str) -> str:
+    """``key`` itself when a store may hold it (:func:`is_key`).
+
+    Raises:
+        ValueError: ``key`` is absolute, has an empty, ``.`` or ``..`` segment, or a character outside
+            ``[A-Za-z0-9._-]``: it could name a place outside its set, or outside the store.
+    """
+    if not is_key(key):
+        raise ValueError(f"artifact key {key[:200]!r} is not a relative key of safe segments (no '.', '..', '/' start)")
+    return key
+
+
+def set_of_key(key: str) -> str | None:
+    """The set segment of a key under ``sets/<set>/``, or None for a key outside every set (an upload)."""
+    top, _, rest = key.partition("/")
+    set_segment, slash, _ = rest.partition("/")
+    return set_segment if top == "sets" and slash and is_key(set_segment) else None
 
 
 def set_prefix(set_id: str) -> str:
@@ -77,10 +118,24 @@ def matte_version_key(set_id: str, action: str, frame: int, candidate: int, vers
 
 
 def package_key(set_id: str, target: str, name: str) -> str:
-    """Key of a file of a platform package, e.g. ``line-emoji`` and ``001.png`` or ``line-emoji.zip``."""
-    return f"{set_prefix(set_id)}/packages/{key_segment(target)}/{name}"
+    """Key of a file of a platform package, e.g. ``line-emoji`` and ``001.png`` or ``line-emoji.zip``.
+
+    Raises:
+        ValueError: ``name`` is not one safe segment (a pose that tries to climb out of the set).
+    """
+    return check_key(f"{set_prefix(set_id)}/packages/{key_segment(target)}/{_one_segment(name)}")
 
 
 def export_key(set_id: str, name: str) -> str:
-    """Key of an exported file of the set, e.g. ``wave.webp`` or ``contact-sheet.png``."""
-    return f"{set_prefix(set_id)}/export/{name}"
+    """Key of an exported file of the set, e.g. ``wave.webp`` or ``contact-sheet.png``.
+
+    Raises:
+        ValueError: ``name`` is not one safe segment.
+    """
+    return check_key(f"{set_prefix(set_id)}/export/{_one_segment(name)}")
+
+
+def _one_segment(name: str) -> str:
+    if "/" in name:
+        raise ValueError(f"{name!r} is not one file name")
+    return name

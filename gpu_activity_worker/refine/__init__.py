@@ -34,7 +34,7 @@ from typing import Protocol
 
 import numpy as np
 
-from core.artifacts import ArtifactStore
+from core.artifacts import ArtifactStore, get_in_set
 from gpu_activity_worker.engines.base import MattingError
 from gpu_activity_worker.matting import decode_rgb, decode_rgba, encode_png
 from gpu_activity_worker.pipeline import Pipelines
@@ -193,8 +193,8 @@ def refine_matte(
     segmenter = refiners.get(request.refiner)
     sources, mattes = [], []
     for target in request.frames:
-        source = decode_rgb(store.get(target.source), target.source.uri)
-        matte = decode_rgba(store.get(target.matte), target.matte.uri)
+        source = decode_rgb(get_in_set(store, target.source, target.output_key), target.source.uri)
+        matte = decode_rgba(get_in_set(store, target.matte, target.output_key), target.matte.uri)
         if source.shape[:2] != matte.shape[:2]:
             raise InvalidRefineError(
                 f"{target.matte.uri} is {matte.shape[1]}x{matte.shape[0]}, "

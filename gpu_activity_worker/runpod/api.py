@@ -12,6 +12,8 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from core.redact import redact, register_secret
+
 
 class JobStatus(StrEnum):
     """A RunPod job's state."""
@@ -72,11 +74,13 @@ class RunPodApi:
     Args:
         base_url: e.g. ``https://api.runpod.ai/v2``.
         endpoint_id: The endpoint's id.
-        api_key: Sent as a Bearer token; never logged or put in an error message.
+        api_key: Sent as a Bearer token; never logged or put in an error message (it is registered with
+            :func:`core.redact.register_secret`, and RunPod's answers are redacted before they become one).
         timeout_s: Per-request timeout.
     """
 
     def __init__(self, base_url: str, endpoint_id: str, api_key: SecretStr, *, timeout_s: float = 30.0) -> None:
+        register_secret(api_key)
         self._http = httpx.AsyncClient(
             base_url=f"{base_url.rstrip('/')}/{endpoint_id}",
             headers={"Authorization": f"Bearer {api_key.get_secret_value()}"},
@@ -93,7 +97,7 @@ class RunPodApi:
         if response.is_success:
             payload: dict[str, Any] = response.json()
             return payload
-        message = f"RunPod {method} {path} answered {response.status_code}: {response.text[:300]}"
+        message = f"RunPod {method} {path} answered {response.status_code}: {redact(response.text)[:300]}"
         error = JobNotFoundError if response.status_code == 404 and names_job else RunPodApiError
         raise error(message, status=response.status_code, retry_after_s=_retry_after(response))
 

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import time
 from collections.abc import Sequence
@@ -58,7 +57,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker, WorkerDeploymentConfig
 
-from core.artifacts import ArtifactError, ArtifactStore, open_store
+from core.artifacts import ArtifactError, ArtifactStore, check_content, open_store
 from core.connection import connect
 from core.observability import configure_logging, temporal_runtime
 from core.serve import serve_until_signalled
@@ -506,11 +505,7 @@ class RunPodDispatcher:
     async def _store_inline(self, request: MatteFrameInput, result: MatteFrameOutput, matte: str) -> MatteFrameOutput:
         """Store an inline matte under the request's key in this dispatcher's store; the result then points there."""
         data = decode_inline(matte, self._inline_max_bytes, f"the matte of {request.source.uri}")
-        digest = hashlib.sha256(data).hexdigest()
-        if digest != result.matte.sha256:
-            raise ArtifactError(
-                f"{result.matte.uri}: inline matte differs (sha256 {digest}, expected {result.matte.sha256})"
-            )
+        check_content(result.matte, data)
         stored = await asyncio.to_thread(
             self._store.put,
             request.output_key,

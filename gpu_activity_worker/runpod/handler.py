@@ -34,7 +34,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from core.artifacts import ArtifactError, ArtifactStore, open_store
+from core.artifacts import ArtifactError, ArtifactStore, check_content, open_store
 from core.observability import configure_logging
 from core.settings import ArtifactSettings, ObservabilitySettings
 from gpu_activity_worker import matting
@@ -74,13 +74,15 @@ class InlineArtifacts:
         data = self._sources.get(ref.uri)
         if data is None:
             raise ArtifactError(f"{ref.uri}: only the job's inline sources are readable here")
-        digest = hashlib.sha256(data).hexdigest()
-        if digest != ref.sha256:
-            raise ArtifactError(f"{ref.uri}: inline bytes differ (sha256 {digest}, expected {ref.sha256})")
+        check_content(ref, data)
         return data
 
     def find(self, key: str) -> bytes | None:
         return self.stored.get(key)
+
+    def key_of(self, ref: ArtifactRef) -> None:
+        """None: the sources are addressed by the dispatcher's URIs, and what the job stores never leaves it."""
+        return None
 
     def put(
         self, key: str, data: bytes, media_type: str, *, width: int | None = None, height: int | None = None

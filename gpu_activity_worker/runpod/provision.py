@@ -40,6 +40,7 @@ from PIL import Image, ImageDraw, UnidentifiedImageError
 from pydantic import SecretStr, ValidationError
 
 from core.artifacts import ArtifactError, ArtifactStore, open_store
+from core.redact import REDACTED, redact, register_secret
 from core.settings import ArtifactSettings
 from gpu_activity_worker.runpod.api import JobStatus, RunPodApi, RunPodApiError
 from gpu_activity_worker.runpod.jobs import (
@@ -53,8 +54,8 @@ from gpu_activity_worker.runpod.jobs import (
 from gpu_activity_worker.runpod.settings import RunPodSettings
 from gpu_activity_worker.settings import GpuWorkerSettings
 from workflows.contract import ArtifactRef, MatteFrameInput, MatteFrameOutput
+from workflows.keys import candidate_key
 
-REDACTED = "<redacted>"
 SECRET_ENV = frozenset({"POPCON_S3_SECRET_ACCESS_KEY"})
 """Environment variables of the endpoint whose values are never printed."""
 QUEUE_SCALING: dict[str, Any] = {"type": "QUEUE_DELAY", "queueDelay": 4}
@@ -71,7 +72,7 @@ def _secret_reference(name: str) -> str:
 
 
 def redacted(body: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of a request body in which secret environment values read ``<redacted>`` (secret references stay)."""
+    """A copy of a request body in which secret environment values read ``[redacted]`` (secret references stay)."""
     env = body.get("env")
     if not isinstance(env, Mapping):
         return dict(body)
@@ -95,13 +96,6 @@ class ApiCall:
         if self.body is None:
             return f"{self.method} {self.url}"
         return f"{self.method} {self.url}\n{json.dumps(redacted(self.body), indent=2)}"
-
-
-def _scrub(text: str, secrets: Sequence[str]) -> str:
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, REDACTED)
-    return text
 
 
 def api_key(settings: RunPodSettings) -> SecretStr:
@@ -148,16 +142,20 @@ class RunPodRest:
     Args:
         base_url: e.g. ``https://api.runpod.io/v2``.
         api_key: Sent as a Bearer token; never printed.
-        redact: Other secret values to scrub from error messages (those inside request bodies).
+        secrets: Other secret values to scrub from error messages (those inside request bodies).
+
+    The key and the other ``secrets`` are registered with :func:`core.redact.register_secret`; RunPod's answers are
+    redacted before they become an error message.
     """
 
     def __init__(
-        self, base_url: str, api_key: SecretStr, *, timeout_s: float = 30.0, redact: Sequence[str] = ()
+        self, base_url: str, api_key: SecretStr, *, timeout_s: float = 30.0, secrets: Sequence[str] = ()
     ) -> None:
         self.base_url = base_url.rstrip("/")
-        key = api_key.get_secret_value()
-        self._http = httpx.Client(headers={"Authorization": f"Bearer {key}"}, timeout=timeout_s)
-        self._secrets = [key, *redact]
+        register_secret(api_key)
+        for secret in secrets:
+            register_secret(secret)
+        self._http = httpx.Client(headers={"Authorization": f"Bearer {api_key.get_secret_value()}"}, timeout=timeout_s)
 
     def close(self) -> None:
         self._http.close()
@@ -171,7 +169,7 @@ class RunPodRest:
         except httpx.TransportError as err:
             raise ProvisionError(_no_network(call.url, err)) from err
         if answer.is_error:
-            detail = _scrub(_problem(answer), self._secrets)
+            detail = redact(_problem(answer))
             raise ProvisionError(_refusal(call.method, call.url, answer.status_code, detail))
         return answer.json() if answer.content else None
 
@@ -456,10 +454,12 @@ def _smoke_job(store: ArtifactStore | None, pipeline: str, inline_max_bytes: int
     frame = smoke_frame()
     with Image.open(io.BytesIO(frame)) as image:
         width, height = image.size
-    key = f"smoke/{uuid.uuid4().hex}"
+    # A set of its own (a matting job writes only a frame candidate's cut-out, in the set of its source).
+    set_id = f"popcon-smoke-{uuid.uuid4().hex}"
+    source_key = candidate_key(set_id, "smoke", 0, 0, "source.png")
     if store is None:
         source = ArtifactRef(
-            uri=f"{INLINE_SCHEME}{key}/source.png",
+            uri=f"{INLINE_SCHEME}{source_key}",
             sha256=hashlib.sha256(frame).hexdigest(),
             size_bytes=len(frame),
             media_type="image/png",
@@ -469,11 +469,12 @@ def _smoke_job(store: ArtifactStore | None, pipeline: str, inline_max_bytes: int
         inline: str | None = encode_inline(frame, inline_max_bytes, "the test frame")
     else:
         try:
-            source = store.put(f"{key}/source.png", frame, "image/png", width=width, height=height)
+            source = store.put(source_key, frame, "image/png", width=width, height=height)
         except ArtifactError as err:
             raise ProvisionError(f"could not store the test frame: {err}") from err
         inline = None
-    request = MatteFrameInput(source=source, output_key=f"{key}/matte.png", pipeline=pipeline)
+    output_key = candidate_key(set_id, "smoke", 0, 0, "matte.png")
+    request = MatteFrameInput(source=source, output_key=output_key, pipeline=pipeline)
     return request, MatteJob(op="matte", request=request, inline_source=inline)
 
 
@@ -546,7 +547,7 @@ def deploy_configured(
         ProvisionError: See :func:`deployment_from`, :func:`api_key` and :func:`deploy`.
     """
     deployment = deployment_from(settings, matting, artifacts, log_level=log_level)
-    rest = RunPodRest(settings.runpod_rest_url, api_key(settings), redact=deployment.secrets)
+    rest = RunPodRest(settings.runpod_rest_url, api_key(settings), secrets=deployment.secrets)
     try:
         return deploy(rest, deployment, dry_run=dry_run)
     finally:

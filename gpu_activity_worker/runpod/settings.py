@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr
+from pydantic import Field
 
+from core.redact import RegisteredSecret
 from core.settings import PopconSettings
 from workflows.contract import MAX_CANDIDATES_PER_FRAME_TOTAL
 
@@ -11,7 +12,7 @@ from workflows.contract import MAX_CANDIDATES_PER_FRAME_TOTAL
 class RunPodSettings(PopconSettings):
     """The endpoint and its queue (dispatcher, handler), and what ``popcon runpod deploy`` creates."""
 
-    runpod_api_key: SecretStr | None = None
+    runpod_api_key: RegisteredSecret | None = None
     runpod_endpoint_id: str = ""
     runpod_base_url: str = "https://api.runpod.ai/v2"
     runpod_poll_interval_s: float = Field(default=0.5, gt=0, description="Job status poll interval.")

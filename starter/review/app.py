@@ -16,6 +16,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +31,13 @@ from temporalio.service import RPCError
 
 from core.artifacts import ArtifactError, ArtifactStore, open_store
 from core.settings import ArtifactSettings, TemporalSettings
-from starter.client import EmojiSetClient, EmojiSetError, SetNotFound
+from starter.client import EmojiSetClient, EmojiSetError, SetNotFound, SetSummary
 from starter.review import images
 from starter.review.auth import Gate
+from starter.review.credentials import Reviewer
 from starter.review.forms import PRESET_NAMES, STAGE_POLICIES, TARGETS, StartForm, parse_start_form
-from starter.review.settings import ReviewSettings, is_loopback, required_token
+from starter.review.limits import BodyLimit, InputRefused, is_number, parse_json, parse_number
+from starter.review.settings import ReviewSettings, is_loopback, required_credentials
 from workflows.contract import (
     ActionStage,
     ArtifactRef,
@@ -60,6 +63,12 @@ CLOSED = frozenset({Phase.COMPLETED, Phase.CANCELLED, Phase.EXPIRED})
 AWAITING = ("character_review", "start_frame_review", "custom_prompt", "final_review")
 IMMUTABLE = "private, max-age=31536000, immutable"
 REVALIDATE = "private, no-cache"
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; img-src 'self' data:; script-src 'self'; style-src 'self'; object-src 'none'; "
+    "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+"""Every page: scripts, styles and images only from the app itself, no plugins, no framing, forms only to itself."""
+SET_PATH = re.compile(r"^/sets/([^/]+)")
 RESULTS_KEPT = 256
 """Finished sets' results kept in memory (they never change; the oldest asked is dropped first)."""
 START_WAIT_S = 2.0
@@ -169,11 +178,12 @@ def create_app(
     starts (``temporal`` / ``artifacts`` settings, from the environment by default).
 
     Raises:
-        TokenMissing: ``host`` is not loopback and no ``POPCON_REVIEW_TOKEN`` is set.
+        TokenMissing: ``host`` is not loopback and neither ``POPCON_REVIEW_TOKEN`` nor ``POPCON_REVIEW_SECRET`` is set.
+        WeakSecret: The token or secret is too short or too plain.
     """
     settings = settings or ReviewSettings()
     host = host or settings.review_host
-    token = required_token(host, settings.review_token)
+    credentials = required_credentials(host, settings)
     env = templates()
     holder: dict[str, Review] = {}
     if client is not None:
@@ -203,7 +213,23 @@ def create_app(
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         response.headers.setdefault("X-Frame-Options", "DENY")
         response.headers.setdefault("Referrer-Policy", "same-origin")
+        response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+        if request.url.scheme == "https":
+            response.headers.setdefault("Strict-Transport-Security", "max-age=31536000")
         return response
+
+    @app.middleware("http")
+    async def owners_only(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        """A set of an owner the reviewer may not see answers as a set that does not exist: its pages, images,
+        downloads and every message to it (checked before any route runs)."""
+        found = SET_PATH.match(request.url.path)
+        if found and reviewer_of(request).owners is not None:
+            state = await set_state(found[1])
+            if not isinstance(state, EmojiSetState):
+                return state
+            if not reviewer_of(request).may_see(state.input.owner):
+                return not_found(f"no emoji set {found[1]!r}")
+        return await call_next(request)
 
     # --- pages ---------------------------------------------------------------------------------------------------
 
@@ -227,13 +253,27 @@ def create_app(
         sets = []
         if not errors:
             try:
-                sets = await review().client.list_sets(phase=phase, owner=owner or None, awaiting=awaiting or None)
+                sets = await visible_sets(reviewer_of(request), phase, owner, awaiting)
             except RPCError as err:
                 errors["filter"] = f"the set list could not be read: {err.message}"
         filters = {"phase": phase_text, "owner": owner, "awaiting": awaiting}
         return review().render(
             "sets.html", 422 if errors else 200, sets=sets, filters=filters, errors=errors, title="Sets"
         )
+
+    async def visible_sets(reviewer: Reviewer, phase: Phase | None, owner: str, awaiting: str) -> list[SetSummary]:
+        """The sets of the list: of the owner asked for, or of every owner the reviewer may see, newest first."""
+        client = review().client
+        if reviewer.owners is None:
+            return await client.list_sets(phase=phase, owner=owner or None, awaiting=awaiting or None)
+        owners = [owner] if owner else sorted(reviewer.owners)
+        found = [
+            summary
+            for name in owners
+            if reviewer.may_see(name)
+            for summary in await client.list_sets(phase=phase, owner=name, awaiting=awaiting or None)
+        ]
+        return sorted(found, key=lambda summary: summary.started_at or datetime.min.replace(tzinfo=UTC), reverse=True)
 
     @app.get("/new", response_class=HTMLResponse)
     async def new_set() -> Response:
@@ -244,7 +284,7 @@ def create_app(
         r = review()
         form = await request.form()
         try:
-            request_model, view = await parse_start_form(form, r.client, r.store)
+            request_model, view = await parse_start_form(form, r.client, reviewer_of(request).owners)
         finally:
             await form.close()
         if request_model is None:
@@ -257,12 +297,12 @@ def create_app(
         return RedirectResponse(f"/sets/{set_id}", status_code=303)
 
     @app.get("/sets/{set_id}", response_class=HTMLResponse)
-    async def set_page(set_id: str) -> Response:
-        return await render_set(set_id, {}, fresh=True)
+    async def set_page(set_id: str, request: Request) -> Response:
+        return await render_set(request, set_id, {}, fresh=True)
 
     @app.get("/sets/{set_id}/fragment", response_class=HTMLResponse)
-    async def set_fragment(set_id: str) -> Response:
-        return await render_set(set_id, {}, template="_set_body.html")
+    async def set_fragment(set_id: str, request: Request) -> Response:
+        return await render_set(request, set_id, {}, template="_set_body.html")
 
     @app.get("/sets/{set_id}/state.json")
     async def set_progress(set_id: str) -> Response:
@@ -299,6 +339,7 @@ def create_app(
         return review().render("error.html", 404, message=message, title="Not found")
 
     async def render_set(
+        request: Request,
         set_id: str,
         errors: dict[str, str],
         *,
@@ -318,7 +359,9 @@ def create_app(
             "state": state,
             "set_id": set_id,
             "result": result,
-            "web_ui": r.client.web_ui_url(set_id),
+            # The Temporal Web UI is the operators': a reviewer scoped to owners gets no link to it.
+            "web_ui": r.client.web_ui_url(set_id) if reviewer_of(request).owners is None else None,
+            "signed_as": reviewer_of(request).name,
             "previews": {a.name: preview_frames(set_id, a.name, [f.picked() for f in a.frames]) for a in state.actions},
             "title": set_id,
         }
@@ -331,7 +374,9 @@ def create_app(
 
     # --- steering: every control posts here, refusals come back next to it ---------------------------------------
 
-    async def act(set_id: str, slot: str, anchor: str, call: Callable[[], Awaitable[object]]) -> Response:
+    async def act(
+        request: Request, set_id: str, slot: str, anchor: str, call: Callable[[], Awaitable[object]]
+    ) -> Response:
         if not images.valid_set_id(set_id):
             return not_found("no such set")
         try:
@@ -340,9 +385,9 @@ def create_app(
             return not_found(f"no emoji set {set_id!r}")
         except (BadInput, ValidationError) as err:
             review().cache.forget(set_id)
-            return await render_set(set_id, {slot: _problem(err)}, status_code=422, fresh=True)
+            return await render_set(request, set_id, {slot: _problem(err)}, status_code=422, fresh=True)
         except EmojiSetError as err:
-            return await render_set(set_id, {slot: str(err)}, status_code=409, fresh=True)
+            return await render_set(request, set_id, {slot: str(err)}, status_code=409, fresh=True)
         review().cache.forget(set_id)
         return RedirectResponse(f"/sets/{set_id}#{anchor}", status_code=303)
 
@@ -350,22 +395,31 @@ def create_app(
     async def pick_character(set_id: str, request: Request) -> Response:
         form = await request.form()
         return await act(
-            set_id, "character", "character", lambda: review().client.pick_character(set_id, _int(form, "candidate"))
+            request,
+            set_id,
+            "character",
+            "character",
+            lambda: review().client.pick_character(set_id, _int(form, "candidate")),
         )
 
     @app.post("/sets/{set_id}/character/approve")
     async def approve_character(set_id: str, request: Request) -> Response:
         form = await request.form()
-        reviewer = _str(form, "reviewer")
+        reviewer = reviewer_name(request, form)
         return await act(
-            set_id, "character", "character", lambda: review().client.approve_character(set_id, reviewer=reviewer)
+            request,
+            set_id,
+            "character",
+            "character",
+            lambda: review().client.approve_character(set_id, reviewer=reviewer),
         )
 
     @app.post("/sets/{set_id}/start-frames/approve")
     async def approve_all_start_frames(set_id: str, request: Request) -> Response:
         form = await request.form()
-        reviewer = _str(form, "reviewer")
+        reviewer = reviewer_name(request, form)
         return await act(
+            request,
             set_id,
             "start-all",
             "start-frames",
@@ -376,6 +430,7 @@ def create_app(
     async def pick_start_frame(set_id: str, action: str, request: Request) -> Response:
         form = await request.form()
         return await act(
+            request,
             set_id,
             f"start-{action}",
             f"start-{action}",
@@ -385,8 +440,9 @@ def create_app(
     @app.post("/sets/{set_id}/start-frames/{action}/approve")
     async def approve_start_frame(set_id: str, action: str, request: Request) -> Response:
         form = await request.form()
-        reviewer = _str(form, "reviewer")
+        reviewer = reviewer_name(request, form)
         return await act(
+            request,
             set_id,
             f"start-{action}",
             f"start-{action}",
@@ -407,12 +463,13 @@ def create_app(
                 review().background.add(task)
                 task.add_done_callback(_forget_task(review().background))
 
-        return await act(set_id, f"start-{action}", f"start-{action}", call)
+        return await act(request, set_id, f"start-{action}", f"start-{action}", call)
 
     @app.post("/sets/{set_id}/emoji/{emoji}/take")
     async def pick_take(set_id: str, emoji: str, request: Request) -> Response:
         form = await request.form()
         return await act(
+            request,
             set_id,
             f"take-{emoji}",
             f"emoji-{emoji}",
@@ -423,6 +480,7 @@ def create_app(
     async def regenerate_action(set_id: str, emoji: str, request: Request) -> Response:
         form = await request.form()
         return await act(
+            request,
             set_id,
             f"action-{emoji}",
             f"emoji-{emoji}",
@@ -436,6 +494,7 @@ def create_app(
         form = await request.form()
         slot = f"slot-{emoji}-{frame}"
         return await act(
+            request,
             set_id,
             slot,
             slot,
@@ -449,6 +508,7 @@ def create_app(
         form = await request.form()
         slot = f"slot-{emoji}-{frame}"
         return await act(
+            request,
             set_id,
             slot,
             slot,
@@ -462,20 +522,22 @@ def create_app(
     @app.post("/sets/{set_id}/approve")
     async def approve(set_id: str, request: Request) -> Response:
         form = await request.form()
-        reviewer = _str(form, "reviewer")
-        return await act(set_id, "approve", "decide", lambda: review().client.approve(set_id, reviewer=reviewer))
+        reviewer = reviewer_name(request, form)
+        return await act(
+            request, set_id, "approve", "decide", lambda: review().client.approve(set_id, reviewer=reviewer)
+        )
 
     @app.post("/sets/{set_id}/cancel")
     async def cancel(set_id: str, request: Request) -> Response:
         form = await request.form()
         reason = _str(form, "reason")
-        return await act(set_id, "cancel", "decide", lambda: review().client.cancel(set_id, reason=reason))
+        return await act(request, set_id, "cancel", "decide", lambda: review().client.cancel(set_id, reason=reason))
 
     # --- refine: one frame's matte beside its source, points, erase / restore, undo --------------------------------
 
     @app.get("/sets/{set_id}/refine/{emoji}/{frame}/{candidate}", response_class=HTMLResponse)
     async def refine_page(set_id: str, emoji: str, frame: str, candidate: str) -> Response:
-        if not images.valid_action(emoji) or not frame.isdigit() or not candidate.isdigit():
+        if not images.valid_action(emoji) or not is_number(frame) or not is_number(candidate):
             return not_found()
         state = await set_state(set_id, fresh=True)
         if not isinstance(state, EmojiSetState):
@@ -516,7 +578,7 @@ def create_app(
     async def refine_target(
         set_id: str, emoji: str, frame: str, candidate: str
     ) -> tuple[EmojiSetState, Candidate] | Response:
-        if not images.valid_action(emoji) or not frame.isdigit() or not candidate.isdigit():
+        if not images.valid_action(emoji) or not is_number(frame) or not is_number(candidate):
             return JSONResponse({"error": "not found"}, status_code=404)
         state = await set_state(set_id, fresh=True)
         if not isinstance(state, EmojiSetState):
@@ -555,9 +617,9 @@ def create_app(
         _, found = target
         width, height = await frame_size(found)
         try:
-            body = await request.json()
-        except ValueError:
-            return JSONResponse({"error": "send the points as JSON"}, status_code=422)
+            body = parse_json(await request.body())
+        except InputRefused as err:
+            return JSONResponse({"error": f"send the points as JSON: {err}"}, status_code=422)
         try:
             points = refine_points(body, width, height)
             request_model = RefineFrameInput(
@@ -606,13 +668,13 @@ def create_app(
     @app.get("/sets/{set_id}/img/character/{candidate}")
     async def character_image(set_id: str, candidate: str, request: Request) -> Response:
         state = await set_state(set_id)
-        if not isinstance(state, EmojiSetState) or not candidate.isdigit():
+        if not isinstance(state, EmojiSetState) or not is_number(candidate):
             return not_found()
         return await serve_ref(request, images.character_image(state, int(candidate)))
 
     @app.get("/sets/{set_id}/img/start/{action}/{candidate}")
     async def start_image(set_id: str, action: str, candidate: str, request: Request) -> Response:
-        if not images.valid_action(action) or not candidate.isdigit():
+        if not images.valid_action(action) or not is_number(candidate):
             return not_found()
         state = await set_state(set_id)
         if not isinstance(state, EmojiSetState):
@@ -626,10 +688,10 @@ def create_app(
         version = request.query_params.get("version")
         if (
             not images.valid_action(action)
-            or not frame.isdigit()
-            or not candidate.isdigit()
+            or not is_number(frame)
+            or not is_number(candidate)
             or kind not in ("source", "matte")
-            or (version is not None and not version.isdigit())
+            or (version is not None and not is_number(version))
         ):
             return not_found()
         state = await set_state(set_id)
@@ -667,7 +729,7 @@ def create_app(
 
     @app.get("/sets/{set_id}/download/{target}/files/{number}")
     async def download_file(set_id: str, target: str, number: str, request: Request) -> Response:
-        if target not in TARGETS or not number.isdigit():
+        if target not in TARGETS or not is_number(number):
             return not_found()
         state = await set_state(set_id)
         if not isinstance(state, EmojiSetState):
@@ -694,7 +756,8 @@ def create_app(
             request, ref, download=f"{pose}{'-sprite' if kind == 'sprite_sheet' else ''}.{formats[kind]}"
         )
 
-    app.add_middleware(Gate, token=token, loopback_only=token is None and is_loopback(host))
+    app.add_middleware(BodyLimit)
+    app.add_middleware(Gate, credentials=credentials, loopback_only=credentials is None and is_loopback(host))
     return app
 
 
@@ -759,6 +822,17 @@ def _forget_task(tasks: set[asyncio.Task[Any]]) -> Callable[[asyncio.Task[Any]],
     return done
 
 
+def reviewer_of(request: Request) -> Reviewer:
+    """Who sent ``request`` (the gate put it in the request's state)."""
+    reviewer: Reviewer = request.state.reviewer
+    return reviewer
+
+
+def reviewer_name(request: Request, form: FormData) -> str:
+    """The name a message is signed with: the credential's when it names one, else the form's own field."""
+    return reviewer_of(request).name or _str(form, "reviewer")
+
+
 def _str(form: FormData, name: str) -> str:
     value = form.get(name)
     return value if isinstance(value, str) else ""
@@ -769,9 +843,10 @@ def _int(form: FormData, name: str) -> int:
 
 
 def _number(text: str, name: str = "frame") -> int:
-    if not text.strip().isdigit():
-        raise BadInput(f"{name} must be a whole number, got {text!r}")
-    return int(text)
+    try:
+        return parse_number(text, name)
+    except InputRefused as err:
+        raise BadInput(str(err)) from err
 
 
 def _problem(err: Exception) -> str:

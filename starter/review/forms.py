@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -10,11 +11,10 @@ from typing import Any
 from pydantic import ValidationError
 from starlette.datastructures import FormData, UploadFile
 
-from core.artifacts import ArtifactStore
-from starter.client import EmojiSetClient, UploadRefused
-from starter.review.images import SHA256
-from workflows import keys
-from workflows.contract import MAX_UPLOAD_BYTES, EmojiSetInput, ExportTarget, ReviewPolicy, StagePolicy
+from activities.uploads import UploadError, UploadInfo, check_upload
+from starter.client import EmojiSetClient
+from starter.review.limits import InputRefused, parse_decimal, parse_number
+from workflows.contract import MAX_UPLOAD_BYTES, ArtifactRef, EmojiSetInput, ExportTarget, ReviewPolicy, StagePolicy
 from workflows.presets import DEFAULT_ACTIONS, PRESETS
 
 NUMBER_FIELDS = (
@@ -28,6 +28,8 @@ NUMBER_FIELDS = (
     "image_size",
     "seed",
 )
+DECIMAL_FIELDS = frozenset({"clip_seconds"})
+"""The number fields that take a decimal point; the others are whole numbers."""
 TEXT_FIELDS = ("style", "matting_pipeline", "generator", "owner")
 REVIEW_FIELDS = ("character", "start_frames", "final")
 
@@ -53,8 +55,8 @@ class StartForm:
     targets: list[str]
     review: dict[str, str]
     deadline_hours: str
-    upload_sha: str | None = None
     upload_name: str | None = None
+    """The file name of a usable picture the refused form came with (it is not kept: the form asks for it again)."""
     errors: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -85,9 +87,17 @@ def _texts(form: FormData, name: str) -> list[str]:
 
 
 async def parse_start_form(
-    form: FormData, client: EmojiSetClient, store: ArtifactStore
+    form: FormData, client: EmojiSetClient, owners: frozenset[str] | None = None
 ) -> tuple[EmojiSetInput | None, StartForm]:
-    """The set the form asks for, or None and the form with its errors (an upload refused, a field out of range)."""
+    """The set the form asks for, or None and the form with its errors (an upload refused, a field out of range).
+
+    ``owners``: the owners the reviewer may start sets for (None: any). A blank owner is their only one, if they have
+    one; another is refused next to the field.
+
+    Every field is checked before anything is kept: the uploaded picture is stored (through ``client``) only when the
+    form is accepted, so a refused form leaves nothing behind. Nor is the picture kept for the next submit: the form
+    names it and asks for it again.
+    """
     view = StartForm.blank()
     view.values["character_prompt"] = _text(form, "character_prompt")
     for name in (*NUMBER_FIELDS, *TEXT_FIELDS):
@@ -101,42 +111,29 @@ async def parse_start_form(
     view.targets = [t for t in _texts(form, "export_targets") if t]
     view.review = {name: _text(form, f"review_{name}") or view.review[name] for name in REVIEW_FIELDS}
     view.deadline_hours = _text(form, "deadline_hours") or view.deadline_hours
+    if owners is not None:
+        if not view.values["owner"] and len(owners) == 1:
+            view.values["owner"] = next(iter(owners))
+        if view.values["owner"] not in owners:
+            view.error("owner", f"you may start sets only for {', '.join(sorted(owners)) or 'no owner'}")
 
     prompt = view.values["character_prompt"]
-    image = None
-    upload = form.get("character_file")
-    if isinstance(upload, UploadFile) and upload.filename:
-        data = await upload.read(MAX_UPLOAD_BYTES + 1)
-        try:
-            image = await asyncio.to_thread(client.upload, data)
-        except UploadRefused as refused:
-            view.error("character_file", str(refused))
-        else:
-            view.upload_sha, view.upload_name = image.sha256, upload.filename
-    elif not prompt:
-        # A picture uploaded with a form that had other errors: found again by its content's key, never by a path.
-        sha = _text(form, "character_upload")
-        stored = store.find(keys.upload_key(sha)) if SHA256.fullmatch(sha) else None
-        if stored is not None:
-            try:
-                image = await asyncio.to_thread(client.upload, stored)
-            except UploadRefused as refused:
-                view.error("character_file", str(refused))
-            else:
-                view.upload_sha, view.upload_name = image.sha256, _text(form, "character_upload_name") or "picture"
-    if prompt and (image is not None or "character_file" in view.errors):
+    picture = await _picture(form, view)
+    if prompt and (picture is not None or "character_file" in view.errors):
         view.error("character_prompt", "give the character either as a prompt or as a picture, not both")
-    elif not prompt and image is None and "character_file" not in view.errors:
+    elif not prompt and picture is None and "character_file" not in view.errors:
         view.error("character_prompt", "give the character: a prompt, or upload a picture")
 
     fields: dict[str, Any] = {
-        name: view.values[name] for name in (*NUMBER_FIELDS, *TEXT_FIELDS) if view.values[name] not in ("", None)
+        **_numbers(form, view),
+        **{name: view.values[name] for name in TEXT_FIELDS if view.values[name] not in ("", None)},
     }
     review: dict[str, Any] = {name: view.review[name] for name in REVIEW_FIELDS}
     try:
-        review["deadline"] = timedelta(hours=float(view.deadline_hours))
-    except ValueError:
-        view.error("deadline_hours", f"{view.deadline_hours!r} is not a number of hours")
+        review["deadline"] = timedelta(hours=parse_decimal(view.deadline_hours, "the deadline in hours"))
+    except InputRefused as refused:
+        view.error("deadline_hours", str(refused))
+    image = None if picture is None else _unstored(*picture)
     request: EmojiSetInput | None = None
     try:
         request = EmojiSetInput(
@@ -155,12 +152,59 @@ async def parse_start_form(
     except ValidationError as invalid:
         for problem in invalid.errors():
             key = _error_key(problem["loc"], problem["msg"])
-            if key == "character_prompt" and key in view.errors:
-                continue  # said already, in the form's own words
+            if key == "character_prompt" and (key in view.errors or "character_file" in view.errors):
+                continue  # said already, in the form's own words (or the picture's refusal says it)
             view.error(key, _message(problem["msg"]))
-    if view.errors:
+    if view.errors or request is None:
         return None, view
+    if picture is not None:
+        stored = await asyncio.to_thread(client.upload, picture[0])  # checked once more by the client, then stored
+        request = request.model_copy(update={"character_image": stored})
     return request, view
+
+
+async def _picture(form: FormData, view: StartForm) -> tuple[bytes, UploadInfo] | None:
+    """The uploaded picture and what it is, checked (decoded) but not stored; None, and the refusal in ``view``,
+    when it cannot be used; None when no file was chosen."""
+    upload = form.get("character_file")
+    if not isinstance(upload, UploadFile) or not upload.filename:
+        return None
+    data = await upload.read(MAX_UPLOAD_BYTES + 1)
+    try:
+        info = await asyncio.to_thread(check_upload, data)
+    except UploadError as refused:
+        view.error("character_file", f"the character picture cannot be used: {refused}")
+        return None
+    view.upload_name = upload.filename
+    return data, info
+
+
+def _unstored(data: bytes, info: UploadInfo) -> ArtifactRef:
+    """What the contract checks of the checked picture before it is stored (its media type is the stored one's)."""
+    return ArtifactRef(
+        uri="upload:unstored",
+        sha256=hashlib.sha256(data).hexdigest(),
+        size_bytes=len(data),
+        media_type=info.media_type,
+        width=info.width,
+        height=info.height,
+    )
+
+
+def _numbers(form: FormData, view: StartForm) -> dict[str, int | float]:
+    """The number fields the form gives, parsed strictly (ASCII digits; a point only in :data:`DECIMAL_FIELDS`); a
+    field left empty takes the contract's default, and one that is no such number gets its error in ``view``."""
+    numbers: dict[str, int | float] = {}
+    for name in NUMBER_FIELDS:
+        text = view.values[name]
+        if name not in form or not text:
+            continue
+        parse = parse_decimal if name in DECIMAL_FIELDS else parse_number
+        try:
+            numbers[name] = parse(text, name.replace("_", " "))
+        except InputRefused as refused:
+            view.error(name, str(refused))
+    return numbers
 
 
 def _message(message: str) -> str:

@@ -78,14 +78,26 @@ def off_blend(pixels: np.ndarray, colour: tuple[int, int, int]) -> np.ndarray:
     return np.linalg.norm(pixels - (white + t[..., None] * direction), axis=-1)
 
 
-def png_header(width: int, height: int) -> bytes:
-    """A PNG of only its signature, IHDR and IEND: what a decompression bomb's header says, without its pixels."""
+def png_header(width: int, height: int, idat: bytes | None = None) -> bytes:
+    """A PNG of its signature, an 8-bit RGB IHDR, ``idat`` as its IDAT if given, and IEND: what a decompression bomb's
+    header says, without (all) its pixels."""
 
     def chunk(kind: bytes, body: bytes) -> bytes:
         return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
 
     ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IEND", b"")
+    pixels = b"" if idat is None else chunk(b"IDAT", idat)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + pixels + chunk(b"IEND", b"")
+
+
+def small_bomb() -> bytes:
+    """103 bytes declaring 6320x6320 px (under ``MAX_UPLOAD_PIXELS``): the start of a deflated stream of black
+    scanlines, which Pillow would allocate the whole picture for before finding it cut short."""
+    stream = zlib.compressobj(9)
+    deflated = stream.compress(bytes(1_000_000)) + stream.flush(zlib.Z_SYNC_FLUSH)
+    data = png_header(6320, 6320, deflated[:46])
+    assert len(data) == 103
+    return data
 
 
 def noisy_jpeg() -> bytes:
@@ -116,6 +128,10 @@ def noisy_jpeg() -> bytes:
             lambda: png_header(7_000, 7_000),
             "the picture is 7000x7000 px (49,000,000 pixels); at most 40,000,000 pixels are accepted",
         ),
+        (
+            small_bomb,
+            "the picture declares 6320x6320 px but is only 103 bytes: it is truncated or a decompression bomb",
+        ),
         (lambda: encoded(Image.new("RGB", (40, 30)), "PNG"), "the picture is 40x30 px; a character picture needs at"),
         (lambda: encoded(Image.new("RGB", (300, 63)), "PNG"), "the picture is 300x63 px"),
         (lambda: noisy_jpeg()[:6000], "the picture is truncated or corrupt: image file is truncated"),
@@ -130,6 +146,7 @@ def noisy_jpeg() -> bytes:
         "ppm",
         "bomb-header",
         "49-megapixels",
+        "declared-size-bomb",
         "tiny",
         "too-low",
         "truncated-jpeg",
@@ -172,6 +189,14 @@ async def test_the_activity_reports_a_bad_upload_as_invalid_upload_with_its_own_
     assert isinstance(back, FailureError)
     shown = failure_reason(back)
     assert shown.startswith(message)
+
+
+@pytest.mark.parametrize("mode", ["1", "P", "L", "LA", "I;16", "RGB", "RGBA"])
+def test_a_png_compressed_as_far_as_deflate_goes_is_not_taken_for_a_bomb(mode: str) -> None:
+    """One colour at zlib's best, a few percent over deflate's bound: accepted, whatever its bit depth and colour
+    type."""
+    data = encoded(Image.new(mode, (2048, 2048)), "PNG", compress_level=9)
+    assert check_upload(data) == UploadInfo("image/png", 2048, 2048, 1)
 
 
 def test_a_blank_picture_has_no_character() -> None:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from core.artifacts import ArtifactError, FileArtifactStore, ForeignArtifact, open_store
+from core.artifacts import ArtifactError, FileArtifactStore, ForeignArtifact, get_in_set, open_store
 from core.settings import ArtifactSettings
 from workflows.contract import ArtifactRef, FailureType
-from workflows.keys import candidate_key, key_segment
+from workflows.keys import candidate_key, export_key, is_key, key_segment, package_key
 
 
 def test_put_then_get_round_trips_and_describes_the_blob(tmp_path: Path) -> None:
@@ -33,8 +33,11 @@ def test_changed_or_missing_content_is_detected(tmp_path: Path) -> None:
     store = FileArtifactStore(tmp_path)
     ref = store.put("k.png", b"original", "image/png")
     (tmp_path / "k.png").write_bytes(b"tampered")
-    with pytest.raises(ArtifactError, match="content changed"):
+    with pytest.raises(ArtifactError, match="does not match the reference's sha256") as refused:
         store.get(ref)
+    # Nothing of what is stored, nor where: the real digest would let a refused reader name the file.
+    assert hashlib.sha256(b"tampered").hexdigest() not in str(refused.value)
+    assert str(tmp_path) not in str(refused.value).replace(ref.uri, "")
     (tmp_path / "k.png").unlink()
     with pytest.raises(ArtifactError, match="missing"):
         store.get(ref)
@@ -46,9 +49,31 @@ def test_changed_or_missing_content_is_retryable_a_foreign_reference_is_not() ->
     assert ForeignArtifact.failure_type is FailureType.FOREIGN_ARTIFACT and not FailureType.FOREIGN_ARTIFACT.retryable
 
 
-def test_keys_cannot_escape_the_root(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="escapes"):
-        FileArtifactStore(tmp_path).put("../outside.png", b"x", "image/png")
+@pytest.mark.parametrize(
+    "key",
+    [
+        "../outside.png",
+        "sets/a/../../outside.png",
+        "sets/victim/../attacker/x.png",  # resolves inside the root, and is still refused: a key names one place
+        "/etc/passwd",
+        "sets//a.png",
+        "sets/./a.png",
+        "sets/a/",
+        "sets/a b.png",
+        "sets/\\..\\x.png",
+        "x" * 1025,
+    ],
+)
+def test_a_key_of_dots_an_absolute_path_or_odd_characters_is_refused_on_write_and_read(
+    tmp_path: Path, key: str
+) -> None:
+    store = FileArtifactStore(tmp_path / "store")
+    store.put("sets/victim/x.png", b"victim", "image/png")
+    with pytest.raises(ValueError, match="not a relative key of safe segments"):
+        store.put(key, b"x", "image/png")
+    with pytest.raises(ValueError, match="not a relative key of safe segments"):
+        store.find(key)
+    assert store.find("sets/victim/x.png") == b"victim"
 
 
 def settings_for(root: str) -> ArtifactSettings:
@@ -67,6 +92,15 @@ def test_keys_are_deterministic_and_safe() -> None:
     unsafe = key_segment("../a b/ü")
     assert "/" not in unsafe and unsafe != ".." and unsafe == key_segment("../a b/ü")
     assert key_segment("a b") != key_segment("a_b"), "sanitised ids stay unique"
+    assert key_segment("...") != "..." and is_key(key_segment("..."))
+
+
+@pytest.mark.parametrize("name", ["../../victim/character/candidate-00.gif", "a/b.png", "..", ""])
+def test_a_package_or_export_file_name_is_one_segment_of_its_set(name: str) -> None:
+    with pytest.raises(ValueError):
+        package_key("set-1", "slack", name)
+    with pytest.raises(ValueError):
+        export_key("set-1", name)
 
 
 def _reference_to(path: Path) -> ArtifactRef:
@@ -90,8 +124,9 @@ def test_a_reference_outside_the_root_is_refused_whatever_its_sha256(tmp_path: P
         _reference_to(outside).model_copy(update={"uri": "s3://bucket/secret.txt"}),
     ]
     for ref in crafted:
-        with pytest.raises(ForeignArtifact, match=r"not read|reads only"):
+        with pytest.raises(ForeignArtifact, match=r"not read|reads only") as refused:
             store.get(ref)
+        assert str(root) not in str(refused.value).replace(ref.uri, ""), "the store's root is not disclosed"
     assert not ForeignArtifact.failure_type.retryable and issubclass(ForeignArtifact, ArtifactError)
 
 
@@ -122,3 +157,17 @@ def test_find_reads_a_key_or_says_none(tmp_path: Path) -> None:
 
     assert store.find("set/record.json") == b"{}"
     assert store.find("set/none.json") is None
+
+
+def test_work_for_one_set_reads_only_that_sets_files(tmp_path: Path) -> None:
+    store = FileArtifactStore(tmp_path)
+    own = store.put("sets/mine/wave/take-00/frame-0001.png", b"mine", "image/png")
+    other = store.put("sets/victim/character/candidate-00.png", b"victim", "image/png")
+    upload = store.put("uploads/" + "0" * 64, b"upload", "image/png")
+    within = candidate_key("mine", "wave", 1, 0, "matte.png")
+
+    assert store.key_of(own) == "sets/mine/wave/take-00/frame-0001.png"
+    assert get_in_set(store, own, within) == b"mine"
+    for ref in (other, upload):
+        with pytest.raises(ForeignArtifact, match="not a file of the set this request writes to"):
+            get_in_set(store, ref, within)

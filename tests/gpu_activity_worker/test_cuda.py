@@ -28,6 +28,7 @@ from gpu_activity_worker.engines import birefnet, builtin_steps, sam2, vitmatte
 from gpu_activity_worker.engines.base import MatteState, Precision, StepContext
 from gpu_activity_worker.pipeline import Pipelines
 from testkit.model_folders import birefnet_folder, sam2_folder, vitmatte_folder
+from testkit.set_keys import matte_key, source_key
 from testkit.weights import unpinned
 from workflows.contract import MatteSlotInput, MatteSlotOutput
 
@@ -115,13 +116,15 @@ def test_the_gpu_workers_slots_matte_on_the_gpu(model_dir: Path, tmp_path: Path)
             buffer = io.BytesIO()
             Image.fromarray((state.image * 255).astype(np.uint8)).save(buffer, format="PNG")
             sources.append(
-                store.put(f"s{slot}/c{candidate}.png", buffer.getvalue(), "image/png", width=256, height=256)
+                store.put(
+                    source_key(f"c{candidate}.png", f"s{slot}"), buffer.getvalue(), "image/png", width=256, height=256
+                )
             )
         requests.append(
             MatteSlotInput(
                 pipeline="classical+sam2:tiny+defringe",
                 candidates=sources,
-                output_keys=[f"s{slot}/c{c}.matte.png" for c in range(3)],
+                output_keys=[matte_key(c, set_id=f"s{slot}") for c in range(3)],
             )
         )
     context = StepContext(device="cuda", model_dir=model_dir, max_batch=3)

@@ -31,6 +31,7 @@ from gpu_activity_worker.engines.base import MatteState, MattingError, StepConte
 from gpu_activity_worker.pipeline import Pipelines
 from testkit.held_step import HeldStep
 from testkit.images import sticker_png
+from testkit.set_keys import matte_key, source_key
 from workflows.contract import FailureType, MatteSlotInput, MatteSlotOutput
 
 FILL_BY_COUNT_MS = 10_000.0
@@ -58,8 +59,8 @@ def _noise() -> bytes:
 def _slot(store: FileArtifactStore, images: list[bytes], pipeline: str) -> MatteSlotInput:
     """A slot of one candidate per image, each stored under a key of its own."""
     slot = f"slot-{uuid.uuid4().hex[:8]}"
-    sources = [store.put(f"{slot}/{i}.png", data, "image/png") for i, data in enumerate(images)]
-    keys = [f"{slot}/{i}-matte.png" for i in range(len(images))]
+    sources = [store.put(source_key(f"{i}.png", slot), data, "image/png") for i, data in enumerate(images)]
+    keys = [matte_key(i, set_id=slot) for i in range(len(images))]
     return MatteSlotInput(pipeline=pipeline, candidates=sources, output_keys=keys)
 
 
@@ -237,7 +238,8 @@ async def test_a_missing_source_fails_the_whole_slot_for_a_retry_before_any_gpu_
     store: FileArtifactStore, held: HeldStep
 ) -> None:
     request = _slot(store, [_flat(1), _flat(2)], "held")
-    missing = request.candidates[1].model_copy(update={"uri": (store.root / "not-yet-visible.png").as_uri()})
+    unseen = request.candidates[1].uri.replace("/1.png", "/not-yet-visible.png")
+    missing = request.candidates[1].model_copy(update={"uri": unseen})
     request = request.model_copy(update={"candidates": [request.candidates[0], missing]})
     with _gpu(store, _steps_with(held=held)) as matting, pytest.raises(ApplicationError) as raised:
         await ActivityEnvironment().run(matting.matte_slot, request)
@@ -254,9 +256,9 @@ async def test_a_failure_a_retry_may_fix_fails_the_whole_slot(store: FileArtifac
         await ActivityEnvironment().run(matting.matte_slot, request)
 
     assert (raised.value.type, raised.value.non_retryable) == ("MattingError", False)
-    [slot] = store.root.glob("slot-*")
-    finished = ["0-matte.png", "0-matte.png.result.json"]
-    assert sorted(path.name for path in slot.glob("*-matte*")) == finished, "the retry takes back what was finished"
+    [frame] = store.root.glob("sets/slot-*/wave/frame-000")
+    finished = ["candidate-00.matte.png", "candidate-00.matte.png.result.json"]
+    assert sorted(path.name for path in frame.iterdir()) == finished, "the retry takes back what was finished"
 
 
 async def test_a_retried_slot_takes_back_what_an_earlier_attempt_recorded_instead_of_matting_again(

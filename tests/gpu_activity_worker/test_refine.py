@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
-import uuid
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +26,7 @@ from gpu_activity_worker.refine.clicks import ClickSegmenter, segment
 from gpu_activity_worker.runpod.api import RunPodApi
 from gpu_activity_worker.runpod.dispatcher import RunPodDispatcher
 from gpu_activity_worker.runpod.settings import RunPodSettings
+from testkit.set_keys import source_key, version_key
 from workflows.contract import (
     ArtifactRef,
     RefineMatteInput,
@@ -171,13 +172,17 @@ def _png(pixels: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
+_FRAMES = itertools.count()
+"""Each target a frame of its own in the one test set."""
+
+
 def _target(store: FileArtifactStore, source: np.ndarray, matte: np.ndarray) -> RefineTarget:
-    folder = f"refine-{uuid.uuid4().hex[:8]}"
+    frame = next(_FRAMES)
     height, width = source.shape[:2]
     return RefineTarget(
-        source=store.put(f"{folder}/source.png", _png(source), "image/png"),
-        matte=store.put(f"{folder}/matte.png", _png(matte), "image/png", width=width, height=height),
-        output_key=f"{folder}/matte.v2.png",
+        source=store.put(source_key(f"{frame}/source.png"), _png(source), "image/png"),
+        matte=store.put(source_key(f"{frame}/matte.png"), _png(matte), "image/png", width=width, height=height),
+        output_key=version_key(0, frame=frame),
     )
 
 

@@ -6,7 +6,6 @@ image at 1024x1024 (seconds on a CPU): few images."""
 from __future__ import annotations
 
 import io
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from gpu_activity_worker.pipeline import Pipelines
 from gpu_activity_worker.refine import Refiners, refine_matte
 from gpu_activity_worker.refine.sam2 import Sam2Segmenter
 from testkit.model_folders import sam2_folder
+from testkit.set_keys import source_key, version_key
 from testkit.weights import unpinned
 from workflows.contract import RefineMatteInput, RefineMode, RefinePoint, RefineTarget
 
@@ -74,12 +74,12 @@ def test_refine_matte_propagates_through_the_following_frames(refiners: Refiners
     for shift in range(2):
         frame = _frame(4 * shift)
         matte = np.dstack([frame, np.full((SIZE, SIZE), 200, dtype=np.uint8)])
-        folder = f"f{shift}-{uuid.uuid4().hex[:6]}"
+        folder = f"f{shift}"
         targets.append(
             RefineTarget(
-                source=store.put(f"{folder}/source.png", _png(frame), "image/png"),
-                matte=store.put(f"{folder}/matte.png", _png(matte), "image/png", width=SIZE, height=SIZE),
-                output_key=f"{folder}/matte.v2.png",
+                source=store.put(source_key(f"{folder}/source.png"), _png(frame), "image/png"),
+                matte=store.put(source_key(f"{folder}/matte.png"), _png(matte), "image/png", width=SIZE, height=SIZE),
+                output_key=version_key(0, frame=shift),
             )
         )
         mattes.append(matte)

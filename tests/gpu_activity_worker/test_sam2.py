@@ -41,6 +41,7 @@ from gpu_activity_worker.pipeline import Pipelines
 from gpu_activity_worker.temporal import stabilise_emoji
 from gpu_activity_worker.weights import WeightsMissingError
 from testkit.model_folders import sam2_folder
+from testkit.set_keys import source_key, stable_key
 from testkit.weights import unpinned
 from workflows.contract import DescribePipelineInput, StabiliseEmojiInput, TemporalMode
 
@@ -287,8 +288,8 @@ def test_temporal_sam2_tracks_an_emojis_frames(model_dir: Path, tmp_path: Path) 
         rgb = np.clip(np.rint(np.roll(state.image, 2 * shift, axis=1) * 255), 0, 255).astype(np.uint8)
         alpha = np.clip(np.rint(np.roll(state.alpha, 2 * shift, axis=1) * 255), 0, 255).astype(np.uint8)
         opaque = np.dstack([rgb, np.full_like(alpha, 255)])
-        sources.append(store.put(f"source-{shift}.png", encode_png(opaque), "image/png"))
-        mattes.append(store.put(f"matte-{shift}.png", encode_png(np.dstack([rgb, alpha])), "image/png"))
+        sources.append(store.put(source_key(f"source-{shift}.png"), encode_png(opaque), "image/png"))
+        mattes.append(store.put(source_key(f"matte-{shift}.png"), encode_png(np.dstack([rgb, alpha])), "image/png"))
     turns = []
 
     @contextlib.contextmanager
@@ -297,7 +298,7 @@ def test_temporal_sam2_tracks_an_emojis_frames(model_dir: Path, tmp_path: Path) 
         yield
 
     request = StabiliseEmojiInput(
-        mode=TemporalMode.SAM2, sources=sources, mattes=mattes, output_keys=[f"stable-{i}.png" for i in range(3)]
+        mode=TemporalMode.SAM2, sources=sources, mattes=mattes, output_keys=[stable_key(i) for i in range(3)]
     )
     output = stabilise_emoji(request, store, pipelines, gpu_turn())
 

@@ -35,6 +35,7 @@ from gpu_activity_worker.slots import FrameCancelledError, GpuGate, PrefetchSlot
 from gpu_activity_worker.worker import build_gpu_worker
 from testkit.held_step import HeldStep
 from testkit.servers import start_throwaway_server
+from testkit.set_keys import matte_key, source_key
 from workflows.contract import GPU_TASK_QUEUE, ActivityName, MatteSlotInput, MatteSlotOutput
 
 # --- The gate --------------------------------------------------------------------------------------------------------
@@ -250,12 +251,14 @@ def _slots(store: FileArtifactStore, count: int, candidates: int = 1) -> list[Ma
     slots = []
     for slot in range(count):
         sources, keys = [], []
+        set_id = f"slot-{uuid.uuid4().hex}"
         for candidate in range(candidates):
             buffer = io.BytesIO()
             Image.new("RGB", (16, 16), (slot * candidates + candidate + 1, 0, 0)).save(buffer, format="PNG")
-            key = f"slots/{uuid.uuid4().hex}"
-            sources.append(store.put(f"{key}.png", buffer.getvalue(), "image/png", width=16, height=16))
-            keys.append(f"{key}-matte.png")
+            sources.append(
+                store.put(source_key(f"{candidate}.png", set_id), buffer.getvalue(), "image/png", width=16, height=16)
+            )
+            keys.append(matte_key(candidate, set_id=set_id))
         slots.append(MatteSlotInput(pipeline="held", candidates=sources, output_keys=keys))
     return slots
 

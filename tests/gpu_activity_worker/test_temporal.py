@@ -30,6 +30,7 @@ from gpu_activity_worker.temporal import (
     unchanged_runs,
 )
 from testkit import matting_metrics as metrics
+from testkit.set_keys import source_key, stable_key
 from workflows.contract import EmojiSetInput, StabiliseEmojiInput, TemporalMode
 
 SIZE = 64
@@ -210,21 +211,21 @@ def test_stabilise_emoji_reads_and_stores_refs(tmp_path: Path) -> None:
     store = FileArtifactStore(tmp_path)
     images, truths = _scene(STILL[:4])
     mattes = _flickering(truths)
-    sources = [store.put(f"src-{t}.png", _png(image), "image/png") for t, image in enumerate(images)]
+    sources = [store.put(source_key(f"src-{t}.png"), _png(image), "image/png") for t, image in enumerate(images)]
     cutouts = []
     for t, (image, matte) in enumerate(zip(images, mattes, strict=True)):
         rgba = np.dstack([image, np.clip(np.rint(matte * 255), 0, 255).astype(np.uint8)])
-        cutouts.append(store.put(f"matte-{t}.png", encode_png(rgba), "image/png"))
+        cutouts.append(store.put(source_key(f"matte-{t}.png"), encode_png(rgba), "image/png"))
     request = StabiliseEmojiInput(
         mode=TemporalMode.STABILISE,
         sources=sources,
         mattes=cutouts,
-        output_keys=[f"stable/frame-{t}.png" for t in range(4)],
+        output_keys=[stable_key(t) for t in range(4)],
     )
 
     output = stabilise_emoji(request, store, Pipelines(builtin_steps()))
 
-    assert [ref.uri.endswith(f"stable/frame-{t}.png") for t, ref in enumerate(output.mattes)] == [True] * 4
+    assert [ref.uri.endswith(stable_key(t)) for t, ref in enumerate(output.mattes)] == [True] * 4
     assert output.changed_pixels > 0
     stored = [np.asarray(Image.open(io.BytesIO(store.get(ref)))) for ref in output.mattes]
     for rgba, image in zip(stored, images, strict=True):
@@ -237,7 +238,7 @@ def test_stabilise_emoji_reads_and_stores_refs(tmp_path: Path) -> None:
     assert [ref.sha256 for ref in again.mattes] == [ref.sha256 for ref in output.mattes]
 
     broken = request.model_copy(
-        update={"mattes": [sources[0], store.put("bad.png", b"not a png", "image/png"), *cutouts[2:]]}
+        update={"mattes": [sources[0], store.put(source_key("bad.png"), b"not a png", "image/png"), *cutouts[2:]]}
     )
     with pytest.raises(CorruptImageError):
         stabilise_emoji(broken, store, Pipelines(builtin_steps()))
@@ -246,10 +247,14 @@ def test_stabilise_emoji_reads_and_stores_refs(tmp_path: Path) -> None:
 def test_the_request_refuses_none_and_unpaired_lists() -> None:
     ref = {"uri": "file:///x.png", "sha256": "0" * 64, "size_bytes": 1, "media_type": "image/png"}
     with pytest.raises(ValueError, match="none stabilises nothing"):
-        StabiliseEmojiInput(mode=TemporalMode.NONE, sources=[ref] * 2, mattes=[ref] * 2, output_keys=["a", "b"])
+        StabiliseEmojiInput(
+            mode=TemporalMode.NONE, sources=[ref] * 2, mattes=[ref] * 2, output_keys=[stable_key(0), stable_key(1)]
+        )
     with pytest.raises(ValueError, match="2 sources, 3 mattes and 2 output keys"):
-        StabiliseEmojiInput(mode=TemporalMode.STABILISE, sources=[ref] * 2, mattes=[ref] * 3, output_keys=["a", "b"])
+        StabiliseEmojiInput(
+            mode=TemporalMode.STABILISE, sources=[ref] * 2, mattes=[ref] * 3, output_keys=[stable_key(0), stable_key(1)]
+        )
     with pytest.raises(ValueError, match="at least 2"):
-        StabiliseEmojiInput(mode=TemporalMode.STABILISE, sources=[ref], mattes=[ref], output_keys=["a"])
+        StabiliseEmojiInput(mode=TemporalMode.STABILISE, sources=[ref], mattes=[ref], output_keys=[stable_key(0)])
     with pytest.raises(ValueError, match="Input should be 'none', 'stabilise' or 'sam2'"):
         EmojiSetInput(character_prompt="a cat", temporal="blur")

@@ -1,7 +1,9 @@
-"""The embedded stack: dev server + both workers as background processes, restartable over its own database."""
+"""The embedded stack: dev server + both workers as background processes, restartable over its own database, with
+the dev server and its Web UI on loopback."""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import socket
@@ -14,12 +16,10 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 
 from core.connection import connect
 from starter.client import EmojiSetClient
-from starter.devstack import DevStack, DevStackSettings
+from starter.devstack import DevStack, DevStackSettings, services, ui_exposure_warning
 from testkit.stack import wait_for_phase
 from workflows import search_attributes as sa
 from workflows.contract import EmojiSetInput, Phase, ReviewPolicy
-
-pytestmark = pytest.mark.slow
 
 
 def _popcon(*args: str) -> str:
@@ -53,6 +53,41 @@ def stack_settings(tmp_path: Path) -> DevStackSettings:
     )
 
 
+def option(command: list[str], name: str) -> str:
+    return command[command.index(name) + 1]
+
+
+def test_the_dev_server_and_its_web_ui_listen_on_loopback_by_default(stack_settings: DevStackSettings) -> None:
+    server = services(stack_settings)[0].command
+
+    assert (option(server, "--ip"), option(server, "--ui-ip")) == ("127.0.0.1", "127.0.0.1")
+    assert ui_exposure_warning(stack_settings) is None
+
+
+@pytest.mark.parametrize("ui_ip", ["localhost", "::1", "127.0.0.2"])
+def test_any_loopback_address_is_no_exposure(stack_settings: DevStackSettings, ui_ip: str) -> None:
+    assert ui_exposure_warning(stack_settings.model_copy(update={"dev_server_ui_ip": ui_ip})) is None
+
+
+async def test_a_web_ui_beyond_loopback_is_warned_about_when_the_server_starts(
+    stack_settings: DevStackSettings, caplog: pytest.LogCaptureFixture
+) -> None:
+    exposed = stack_settings.model_copy(update={"dev_server_ui_ip": "0.0.0.0"})
+    assert option(services(exposed)[0].command, "--ui-ip") == "0.0.0.0"
+    caplog.set_level(logging.WARNING, "starter.devstack")
+    with socket.socket() as taken:
+        # The frontend's port is taken, so the start stops before it spawns anything: the warning comes first.
+        taken.bind(("127.0.0.1", exposed.dev_server_port))
+        taken.listen()
+        with pytest.raises(RuntimeError, match="is taken by another process"):
+            await DevStack(exposed).start()
+
+    [warning] = caplog.messages
+    assert f"Web UI listens on 0.0.0.0:{exposed.dev_server_ui_port}" in warning
+    assert "no authentication and answers any Host header" in warning and "Keep it on loopback" in warning
+
+
+@pytest.mark.slow
 async def test_stack_starts_runs_a_set_and_survives_a_restart(
     stack_settings: DevStackSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:

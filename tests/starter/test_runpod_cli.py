@@ -3,7 +3,8 @@
 The stand-in answers like the documented APIs: the REST API v2 (``/v2/templates``, ``/v2/serverless``: Bearer auth,
 wrapped lists, 201 on create, RFC 9457 problems, 422 for a field the schema does not allow) and an endpoint's queue
 API (``/run``, ``/status/{id}``, ``/cancel/{id}``, ``/health``), whose jobs run the real RunPod handler
-(:class:`MattingHandler`, classical pipeline) on the first status request, as RunPod's local test server does.
+(:class:`MattingHandler`, classical pipeline) on the first status request, as RunPod's local test server does. What
+RunPod or the endpoint says may quote a secret: the CLI never prints one.
 """
 
 from __future__ import annotations
@@ -20,13 +21,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 from typer.testing import CliRunner
 
 from core.artifacts import open_store
+from core.redact import REDACTED
 from core.settings import ArtifactSettings
 from gpu_activity_worker.engines import builtin_steps
 from gpu_activity_worker.engines.base import StepContext
 from gpu_activity_worker.pipeline import Pipelines
+from gpu_activity_worker.runpod import provision
 from gpu_activity_worker.runpod.handler import MattingHandler
 from starter.runpod_cli import app
 from testkit.s3 import s3_server
@@ -64,8 +68,13 @@ class FakeRunPod:
     endpoints: dict[str, dict[str, Any]] = field(default_factory=dict)
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     job_mode: str = "work"
-    """work: run the handler; stuck: stay IN_QUEUE; garbage: complete with an output that fits no contract."""
+    """work: run the handler; stuck: stay IN_QUEUE; garbage: complete with an output that fits no contract; leaky:
+    fail with an error that quotes the API key."""
     echo_secret_in_errors: bool = False
+    echo_key_in_refusals: bool = False
+    """A 401 quotes the key it was given."""
+    api_key: str = KEY
+    """The only key accepted."""
     base_url: str = ""
 
     def writes(self) -> list[Recorded]:
@@ -77,8 +86,9 @@ def _problem(status: int, title: str, detail: str, errors: list[str] | None = No
 
 
 def _route(fake: FakeRunPod, method: str, path: str, body: Any, auth: str | None) -> tuple[int, Any]:
-    if auth != f"Bearer {KEY}":
-        return 401, _problem(401, "Unauthorized", "invalid bearer token")
+    if auth != f"Bearer {fake.api_key}":
+        quoted = f": {(auth or '').removeprefix('Bearer ')}" if fake.echo_key_in_refusals else ""
+        return 401, _problem(401, "Unauthorized", f"invalid bearer token{quoted}")
     parts = path.strip("/").split("/")
     if parts[0] == "v2":
         return _management(fake, method, parts[1:], body)
@@ -136,6 +146,8 @@ def _queue(fake: FakeRunPod, method: str, parts: list[str], body: Any) -> tuple[
         job["status"] = "CANCELLED"
     elif job["status"] == "IN_QUEUE" and fake.job_mode == "garbage":
         job.update(status="COMPLETED", output={"matte": "nope"})
+    elif job["status"] == "IN_QUEUE" and fake.job_mode == "leaky":
+        job.update(status="FAILED", error=f"the handler crashed with its environment: RUNPOD_API_KEY {KEY}")
     elif job["status"] == "IN_QUEUE" and fake.job_mode == "work":
         output = asyncio.run(fake.handler.handle({"id": job["id"], "input": job["input"]}))
         if "error" in output:
@@ -246,7 +258,7 @@ def test_dry_run_prints_the_writes_with_secrets_redacted_and_sends_none(
     assert [(r.method, r.path) for r in runpod.requests] == [("GET", "/v2/templates"), ("GET", "/v2/serverless")]
     assert f"POST {runpod.base_url}/v2/templates" in out and f"POST {runpod.base_url}/v2/serverless" in out
     template = json.loads(out[out.index("{") : out.index(f"POST {runpod.base_url}/v2/serverless")])
-    assert template["env"]["POPCON_S3_SECRET_ACCESS_KEY"] == "<redacted>"
+    assert template["env"]["POPCON_S3_SECRET_ACCESS_KEY"] == REDACTED
     assert template["env"]["POPCON_ARTIFACT_ROOT"] == f"s3://{BUCKET}/smoke-root"
     assert (template["image"], template["args"], template["serverless"]) == (
         "docker.io/popcon/popcon-gpu:1",
@@ -297,7 +309,20 @@ def test_secrets_an_error_echoes_are_redacted(
     runpod.echo_secret_in_errors = True
     code, out = invoke(env, monkeypatch, "deploy")
     assert code == 1
-    assert "answered 422" in out and "<redacted>" in out and S3_SECRET not in out
+    assert "answered 422" in out and REDACTED in out and S3_SECRET not in out
+
+
+def test_the_rest_client_redacts_its_key_and_the_secrets_it_sends(runpod: FakeRunPod) -> None:
+    key, secret = f"runpod-{uuid.uuid4().hex}", f"s3-{uuid.uuid4().hex}"  # no pattern recognises them
+    runpod.api_key, runpod.echo_secret_in_errors = key, True
+    rest = provision.RunPodRest(f"{runpod.base_url}/v2", SecretStr(key), secrets=[secret])
+    template = {"name": "popcon-gpu", "image": "popcon-gpu:1", "env": {"SECRET": secret, "KEY": key}}
+    try:
+        with pytest.raises(provision.ProvisionError, match="answered 422") as caught:
+            rest.send(provision.ApiCall("POST", rest.url("templates"), template))
+    finally:
+        rest.close()
+    assert secret not in str(caught.value) and key not in str(caught.value)
 
 
 def test_a_runpod_secret_reference_is_sent_instead_of_the_key(
@@ -352,7 +377,11 @@ def test_smoke_sends_a_frame_through_the_shared_store(
     deployed(runpod, env, monkeypatch)
     code, out = invoke(env, monkeypatch, "smoke")
     assert code == 0, out
-    assert "smoke test passed" in out and f"matte s3://{BUCKET}/smoke-root/smoke/" in out and "queue 120 ms" in out
+    assert (
+        "smoke test passed" in out
+        and f"matte s3://{BUCKET}/smoke-root/sets/popcon-smoke-" in out
+        and "queue 120 ms" in out
+    )
     [job] = runpod.jobs.values()
     assert job["input"]["op"] == "matte" and job["input"]["inline_source"] is None
     assert job["policy"] == {"executionTimeout": 120_000, "ttl": 1_200_000}
@@ -417,3 +446,26 @@ def test_smoke_rejects_an_answer_outside_the_contract(
     runpod.job_mode = "garbage"
     code, out = invoke(env, monkeypatch, "smoke")
     assert code == 1 and "does not fit the matting contract" in out, out
+
+
+def test_smoke_never_prints_a_key_runpod_quotes_in_a_refusal(
+    runpod: FakeRunPod, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deployed(runpod, env, monkeypatch)
+    runpod.echo_key_in_refusals = True
+    wrong_key = f"wrong-{uuid.uuid4().hex}"
+    env["POPCON_RUNPOD_API_KEY"] = wrong_key
+    code, out = invoke(env, monkeypatch, "smoke", "--inline")
+    assert code == 1 and "RunPod refused the API key (401)" in out and f"invalid bearer token: {REDACTED}" in out, out
+    assert wrong_key not in out
+
+
+def test_smoke_never_prints_a_key_the_endpoint_reports(
+    runpod: FakeRunPod, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deployed(runpod, env, monkeypatch)
+    runpod.job_mode = "leaky"
+    code, out = invoke(env, monkeypatch, "smoke", "--inline")
+    reported = f"RunPodJobFailed: the handler crashed with its environment: RUNPOD_API_KEY {REDACTED}"
+    assert code == 1 and f"FAILED: {reported}" in out, out
+    assert KEY not in out

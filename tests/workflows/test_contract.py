@@ -15,14 +15,20 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from core.connection import sending_set_fields
 from testkit.histories import payload_positions
 from testkit.stack import Stack, wait_for_phase
+from workflows import keys
 from workflows.contract import (
     ArtifactRef,
     EmojiSetInput,
     EmojiSetState,
     FrameState,
+    MatteSlotInput,
     MatteSlotOutput,
     Phase,
     PickCandidateInput,
+    RefineMatteInput,
+    RefineMode,
+    RefinePoint,
+    RefineTarget,
     ReviewPolicy,
     StagePolicy,
 )
@@ -146,3 +152,25 @@ async def test_a_newer_clients_message_reaches_an_older_set_unless_it_asks_for_w
     for refused in (sent_all, asked_more):
         assert "note" in str(refused.value.cause) and "Extra inputs are not permitted" in str(refused.value.cause)
     await stack.sets.cancel(set_id)
+
+
+def test_a_gpu_request_writes_only_cut_outs_of_one_set() -> None:
+    ref = ArtifactRef(uri="file:///a.png", sha256="0" * 64, size_bytes=1, media_type="image/png")
+    mine, other = (
+        keys.candidate_key("mine", "wave", 0, 0, "matte.png"),
+        keys.candidate_key("other", "wave", 0, 1, "matte.png"),
+    )
+    MatteSlotInput(pipeline="classical", candidates=[ref], output_keys=[mine])
+    with pytest.raises(ValidationError, match="lie in one set, these in 2"):
+        MatteSlotInput(pipeline="classical", candidates=[ref, ref], output_keys=[mine, other])
+    with pytest.raises(ValidationError, match="should match pattern"):
+        MatteSlotInput(pipeline="classical", candidates=[ref], output_keys=[keys.character_key("mine", 0)])
+    version = keys.matte_version_key("mine", "wave", 0, 0, 2)
+    other_version = keys.matte_version_key("other", "wave", 0, 0, 2)
+    target = {"source": ref, "matte": ref}
+    with pytest.raises(ValidationError, match="lie in one set, these in 2"):
+        RefineMatteInput(
+            frames=[RefineTarget(**target, output_key=version), RefineTarget(**target, output_key=other_version)],
+            points=[RefinePoint(x=0, y=0, foreground=True)],
+            mode=RefineMode.ERASE,
+        )

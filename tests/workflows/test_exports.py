@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import zipfile
 
 import pytest
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ApplicationError
 
 from starter.client import EmojiSetError
+from testkit.images import sticker_png
 from testkit.stack import Stack, wait_for_phase
-from workflows.contract import EmojiSetInput, ExportTarget, Phase, ReviewPolicy, StagePolicy
+from workflows import keys
+from workflows.contract import (
+    EXPORT_WORKFLOW_TYPE,
+    ORCHESTRATION_TASK_QUEUE,
+    ArtifactRef,
+    EmojiSetInput,
+    ExportSetResult,
+    ExportTarget,
+    Phase,
+    ReviewPolicy,
+    StagePolicy,
+)
 from workflows.presets import DEFAULT_ACTIONS
 
 EIGHT = {
@@ -82,3 +97,46 @@ async def test_only_a_completed_set_is_exported(stack: Stack, set_id: str) -> No
     with pytest.raises(EmojiSetError, match="only a completed set's approved picks are exported"):
         await stack.sets.export(set_id, [ExportTarget.SLACK])
     await stack.sets.cancel(set_id)
+
+
+def _raw_emoji(pose: str, frame: ArtifactRef) -> dict[str, object]:
+    """An emoji of an ExportSet input as hand-written JSON (the Temporal CLI's ``--input``)."""
+    return {"pose": pose, "frames": [frame.model_dump(mode="json")] * 2, "frame_duration_ms": 100}
+
+
+async def test_an_export_cannot_write_into_another_set_through_a_pose(stack: Stack, set_id: str) -> None:
+    victim = stack.store.put(keys.character_key(f"{set_id}-victim", 0), sticker_png(), "image/png")
+    frame = stack.store.put(keys.candidate_key(set_id, "wave", 0, 0, "matte.png"), sticker_png(), "image/png")
+    pose = f"../../../{keys.key_segment(set_id + '-victim')}/character/candidate-00"
+
+    handle = await stack.client.start_workflow(
+        EXPORT_WORKFLOW_TYPE,
+        {"set_id": set_id, "targets": ["slack", "discord"], "emojis": [_raw_emoji(pose, frame)]},
+        id=f"{set_id}-export",
+        task_queue=ORCHESTRATION_TASK_QUEUE,
+    )
+
+    with pytest.raises(WorkflowFailureError) as failed:
+        await asyncio.wait_for(handle.result(), 60)  # not a workflow task failing on every retry
+    assert isinstance(failed.value.cause, ApplicationError) and failed.value.cause.type == "ValidationError"
+    assert "emojis.0.pose" in str(failed.value.cause) and "should match pattern" in str(failed.value.cause)
+    assert stack.store.get(victim) == sticker_png(), "the other set's character is untouched"
+
+
+async def test_an_export_reads_only_its_own_sets_frames(stack: Stack, set_id: str) -> None:
+    others = stack.store.put(
+        keys.candidate_key(f"{set_id}-other", "wave", 0, 0, "matte.png"), sticker_png(), "image/png"
+    )
+
+    result = await stack.client.execute_workflow(
+        EXPORT_WORKFLOW_TYPE,
+        {"set_id": set_id, "targets": ["slack"], "emojis": [_raw_emoji("wave", others)]},
+        id=f"{set_id}-export",
+        task_queue=ORCHESTRATION_TASK_QUEUE,
+        result_type=ExportSetResult,
+    )
+
+    [slack] = result.packages
+    assert slack.files == [] and slack.error is not None and slack.error.startswith("ForeignArtifact: ")
+    assert "not a file of the set this request writes to" in slack.error
+    assert stack.store.find(keys.package_key(set_id, "slack", "wave.gif")) is None

@@ -36,6 +36,7 @@ from pydantic import SecretStr
 from temporalio import activity
 
 from activities.generation.base import GenerationError, GenerationRefused, GenerationThrottled
+from core.redact import redact, register_secret
 
 API_KEY_ENV = "POPCON_DASHSCOPE_API_KEY"
 IN_PROGRESS = frozenset({"PENDING", "RUNNING", "SUSPENDED"})
@@ -111,13 +112,18 @@ class TaskHeartbeat:
 class TaskClient:
     """Submits, polls and downloads, mapping every DashScope answer to a result or a :class:`GenerationError`.
 
+    Every text of DashScope's that goes into an error message is scrubbed of secrets first (:func:`quoted`): an
+    answer may quote the key it refused.
+
     Args:
-        api_key: The Model Studio API key; ``None`` or empty makes every call fail as refused (not retryable).
+        api_key: The Model Studio API key; ``None`` or empty makes every call fail as refused (not retryable). It is
+            registered with :func:`core.redact.register_secret`.
         base_url: The API root of the key's region, e.g. ``https://dashscope-intl.aliyuncs.com/api/v1``.
         polling: How tasks are polled.
     """
 
     def __init__(self, *, api_key: SecretStr | None, base_url: str, polling: Polling) -> None:
+        register_secret(api_key)
         self._api_key = api_key
         self._base_url = base_url.rstrip("/")
         self._polling = polling
@@ -144,7 +150,7 @@ class TaskClient:
         answer = await self._call("POST", path, body)
         task_id = _output(answer).get("task_id")
         if not isinstance(task_id, str) or not task_id:
-            raise GenerationError(f"DashScope answered a submit to {path} without a task id: {str(answer)[:300]}")
+            raise GenerationError(f"DashScope answered a submit to {path} without a task id: {quoted(answer, 300)}")
         return task_id
 
     async def wait(self, task_id: str, *, timeout_s: float, on_poll: Callable[[], None]) -> Mapping[str, Any]:
@@ -169,7 +175,7 @@ class TaskClient:
             if not isinstance(status, str) or not status:
                 # Not an end of the task: the task is kept, and the retry polls it again.
                 raise GenerationError(
-                    f"DashScope answered a poll of task {task_id} without a task_status: {str(output)[:300]}"
+                    f"DashScope answered a poll of task {task_id} without a task_status: {quoted(output, 300)}"
                 )
             if status not in IN_PROGRESS:
                 return output
@@ -241,7 +247,7 @@ class TaskClient:
             content_type = response.headers.get("Content-Type", "no Content-Type")
             text = (
                 f"DashScope {method} {path} answered HTTP {response.status_code} with a body that is not a JSON "
-                f"object ({content_type}): {response.text[:200]!r}"
+                f"object ({content_type}): {quoted(response.text, 200)!r}"
             )
             # A 4xx page (a wrong base URL, a gateway refusing the request) answers the same request the same way,
             # as a 4xx error in JSON does (see service_error); a 5xx or 2xx page may be a passing fault.
@@ -257,6 +263,12 @@ class TaskClient:
                 retry_after_s=retry_after_s,
             )
         return answer
+
+
+def quoted(said: object, limit: int | None = None) -> str:
+    """What DashScope said, as text for an error message: secrets redacted (:func:`core.redact.redact`), then cut to
+    ``limit`` characters (after redacting, so that no cut leaves part of a secret unrecognised)."""
+    return redact(str(said))[:limit]
 
 
 def task_error(task_id: str, output: Mapping[str, Any]) -> GenerationError:
@@ -292,7 +304,7 @@ def service_error(
         )
         if part
     )
-    text = f"DashScope {code}: {message}" + (f" ({where})" if where else "")
+    text = quoted(f"DashScope {code}: {message}" + (f" ({where})" if where else ""))
     if status == 429 or code.startswith("Throttling"):
         return GenerationThrottled(text, retry_after_s=retry_after_s)
     if status is not None and 400 <= status < 500 and status != 408:
@@ -305,7 +317,7 @@ def service_error(
 def _output(answer: Mapping[str, Any]) -> Mapping[str, Any]:
     output = answer.get("output")
     if not isinstance(output, Mapping):
-        raise GenerationError(f"DashScope answered without an output: {str(answer)[:300]}")
+        raise GenerationError(f"DashScope answered without an output: {quoted(answer, 300)}")
     return output
 
 

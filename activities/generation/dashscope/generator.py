@@ -18,6 +18,7 @@ from activities.generation.dashscope.api import (
     ResultExpired,
     TaskClient,
     TaskHeartbeat,
+    quoted,
     task_error,
 )
 from activities.generation.dashscope.media import CLIP_INPUT, IMAGE_EDIT_INPUT, input_data_uri, square_png
@@ -397,7 +398,7 @@ def _result_urls(output: Mapping[str, Any], task_id: str, first_candidate: int, 
     if not failures:
         return [url for url in urls if isinstance(url, str)]
     described = "; ".join(f"candidate {index}: {code}: {message}" for index, code, message in failures)
-    text = f"DashScope task {task_id} made {n - len(failures)} of {n} image(s); {described}"
+    text = f"DashScope task {task_id} made {n - len(failures)} of {n} image(s); {quoted(described)}"
     if all(code.startswith(REFUSAL_CODES) for _, code, _ in failures):
         raise GenerationRefused(text)
     raise GenerationError(text)

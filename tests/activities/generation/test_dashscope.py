@@ -14,7 +14,7 @@ import re
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import aclosing
 from datetime import timedelta
 from typing import Any, Literal
@@ -25,6 +25,7 @@ import pytest
 from PIL import Image
 from pydantic import BaseModel, SecretStr
 from temporalio import activity, workflow
+from temporalio.client import WorkflowFailureError
 from temporalio.common import RetryPolicy
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
@@ -58,6 +59,9 @@ from activities.generation.dashscope.prompts import (
     character_prompt,
 )
 from activities.settings import DashScopeSettings
+from core.connection import connect
+from core.redact import REDACTED, redact
+from core.settings import TemporalSettings
 from testkit.dashscope_standin import FakeDashScope, Kind, TaskScript, clip_mp4, seed_colour
 from workflows.contract import (
     ActionSpec,
@@ -908,6 +912,57 @@ async def test_the_key_is_never_sent_to_the_result_host_nor_logged(
         assert API_KEY not in text
 
 
+# --- DashScope's text never carries a key into an error -----------------------------------------------------------
+
+
+def unique_key(prefix: str) -> str:
+    """A key no pattern of core.redact recognises (so only its registration redacts it), new to the process."""
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+def test_the_settings_register_the_api_key() -> None:
+    key = unique_key("ds")
+    DashScopeSettings(_env_file=None, dashscope_api_key=SecretStr(key))
+
+    assert redact(f"quoted {key}") == f"quoted {REDACTED}"
+
+
+async def test_a_refusal_that_quotes_the_key_never_puts_it_in_the_error() -> None:
+    wrong_key = unique_key("wrong")
+    with FakeDashScope(api_key=API_KEY, quote_refused_key=True) as quoting:
+        async with aclosing(make_generator(quoting.base_url, api_key=wrong_key)) as wrong:
+            with pytest.raises(GenerationRefused) as caught:
+                await call(wrong, "character")
+
+    assert "InvalidApiKey: Invalid API-key provided: [redacted] (HTTP 401" in str(caught.value)
+    assert wrong_key not in str(caught.value)
+
+
+QUOTING_THE_KEY: dict[str, Callable[[FakeDashScope, str], None]] = {
+    "an error answer": lambda fake, key: fake.script_error("submit", 400, "InvalidParameter", f"bad header {key}"),
+    "a page that is not JSON": lambda fake, key: fake.script_not_json("submit", status=403, body=key.encode()),
+    "a submit without a task id": lambda fake, key: fake.script_answer("submit", {"output": {"echo": key}}),
+    "an answer without an output": lambda fake, key: fake.script_answer("submit", {"echo": key}),
+    "a poll without a task status": lambda fake, key: fake.script_answer("task", {"output": {"echo": key}}),
+    "a failed task": lambda fake, key: fake.script_task(TaskScript(failed=("InternalError", f"saw {key}"))),
+    "an image left out": lambda fake, key: fake.script_task(
+        TaskScript(image_failures={0: ("InternalError", f"saw {key}")})
+    ),
+}
+
+
+@pytest.mark.parametrize("answer", QUOTING_THE_KEY)
+async def test_every_dashscope_text_in_an_error_is_redacted(answer: str) -> None:
+    key = unique_key("ds")
+    with FakeDashScope(api_key=key) as fake:
+        QUOTING_THE_KEY[answer](fake, key)
+        async with aclosing(make_generator(fake.base_url, api_key=key)) as generator:
+            with pytest.raises(GenerationError) as caught:
+                await call(generator, "character")
+
+    assert key not in str(caught.value) and REDACTED in str(caught.value)
+
+
 # --- A real retry on a real Temporal server ------------------------------------------------------------------------
 
 
@@ -972,3 +1027,27 @@ async def test_a_real_retry_resumes_or_replaces_the_clip_task(
     assert len(fake.submits()) == submits
     last_task = list(fake.tasks)[-1]
     assert run == ClipRun(task_id=last_task, size=len(clip_mp4(fake.tasks[last_task].seed)), attempt=2)
+
+
+async def test_an_activity_refused_for_its_key_leaves_no_key_in_the_history(dev_server: WorkflowEnvironment) -> None:
+    wrong_key = unique_key("wrong")
+    address = dev_server.client.service_client.config.target_host
+    client = await connect(TemporalSettings(_env_file=None, temporal_address=address))
+    queue = f"dashscope-{uuid.uuid4().hex[:8]}"
+    with FakeDashScope(api_key=API_KEY, quote_refused_key=True) as quoting:
+        async with aclosing(make_generator(quoting.base_url, api_key=wrong_key)) as generator:
+            worker = Worker(
+                client,
+                task_queue=queue,
+                workflows=[ClipWorkflow],
+                activities=[ClipActivity(generator).clip],
+                workflow_runner=UnsandboxedWorkflowRunner(),
+            )
+            async with worker:
+                handle = await client.start_workflow(ClipWorkflow.run, clip_request(), id=queue, task_queue=queue)
+                with pytest.raises(WorkflowFailureError):
+                    await handle.result()
+
+    history = (await handle.fetch_history()).to_json()
+    assert "Invalid API-key provided: [redacted]" in history
+    assert wrong_key not in history

@@ -52,6 +52,7 @@ from testkit.runpod_standin import (
     RunPodStandIn,
 )
 from testkit.s3 import S3_KEYS, s3_server
+from testkit.set_keys import matte_key, source_key
 from testkit.stack import wait_for_phase
 from workflows.contract import (
     ArtifactRef,
@@ -295,18 +296,20 @@ async def test_cancelling_a_running_job_stops_it_on_its_worker(tmp_path: Path) -
         log_dir=tmp_path / "workers",
     )
     data = sticker_png()
-    fifo = store.root / "held" / "source.png"  # inside the store: a store reads nothing outside its root
+    fifo = store.root / source_key("source.png", "held")  # inside the store: a store reads nothing outside its root
     fifo.parent.mkdir(parents=True)
     os.mkfifo(fifo)
     held = ArtifactRef(
         uri=fifo.as_uri(), sha256=hashlib.sha256(data).hexdigest(), size_bytes=len(data), media_type="image/png"
     )
-    next_source = store.put("next/source.png", data, "image/png")
+    next_source = store.put(source_key("source.png", "next"), data, "image/png")
 
     async with RunPodStandIn(config) as endpoint:
         api = api_of(endpoint)
         try:
-            submitted = await api.run(matte_job(held, "held/matte.png"), execution_timeout_ms=60_000, ttl_ms=60_000)
+            submitted = await api.run(
+                matte_job(held, matte_key(0, set_id="held")), execution_timeout_ms=60_000, ttl_ms=60_000
+            )
             job = endpoint.jobs[submitted.id]
             writer = await open_for_writing_once_read(fifo)  # the handler is reading the source: the job runs
             try:
@@ -321,7 +324,7 @@ async def test_cancelling_a_running_job_stops_it_on_its_worker(tmp_path: Path) -
             # The worker takes its next job; with one handler thread that runs only after the stopped job's thread
             # has finished, so a result the stopped handler posted would have come back before this one.
             following = await api.run(
-                matte_job(next_source, "next/matte.png"), execution_timeout_ms=60_000, ttl_ms=60_000
+                matte_job(next_source, matte_key(0, set_id="next")), execution_timeout_ms=60_000, ttl_ms=60_000
             )
             await endpoint.wait_until(lambda: endpoint.jobs[following.id].status in FINISHED, timeout=30)
         finally:
@@ -373,10 +376,12 @@ async def finished(endpoint: RunPodStandIn, job_id: str) -> Job:
 
 async def test_a_slot_job_on_a_worker_gives_each_candidate_its_own_result(runpod_stack: RunPodStack) -> None:
     store = runpod_stack.store
-    sticker = store.put("direct/sticker.png", sticker_png(), "image/png", width=64, height=64)
-    corrupt = store.put("direct/corrupt.png", b"not an image", "image/png")
+    sticker = store.put(source_key("sticker.png", "direct"), sticker_png(), "image/png", width=64, height=64)
+    corrupt = store.put(source_key("corrupt.png", "direct"), b"not an image", "image/png")
     request = MatteSlotInput(
-        pipeline="classical", candidates=[sticker, corrupt], output_keys=["direct/0.png", "direct/1.png"]
+        pipeline="classical",
+        candidates=[sticker, corrupt],
+        output_keys=[matte_key(0, set_id="direct"), matte_key(1, set_id="direct")],
     )
     api = api_of(runpod_stack.endpoint)
     try:
@@ -395,8 +400,8 @@ async def test_a_slot_job_on_a_worker_gives_each_candidate_its_own_result(runpod
     store.get(output.results[0].output.matte)
 
 
-def slot_job(source: ArtifactRef, name: str) -> dict[str, object]:
-    request = MatteSlotInput(pipeline="gated", candidates=[source], output_keys=[f"{name}/matte.png"])
+def slot_job(source: ArtifactRef, frame: int) -> dict[str, object]:
+    request = MatteSlotInput(pipeline="gated", candidates=[source], output_keys=[matte_key(0, frame=frame)])
     return MatteSlotJob(op="matte_slot", request=request).model_dump(mode="json")
 
 
@@ -427,15 +432,15 @@ async def test_a_worker_holds_a_second_job_while_the_first_is_on_its_gpu_and_a_s
         },
         log_dir=tmp_path / "workers",
     )
-    source = store.put("source.png", sticker_png(), "image/png", width=64, height=64)
+    source = store.put(source_key("source.png"), sticker_png(), "image/png", width=64, height=64)
 
     async with RunPodStandIn(config) as endpoint:
         api = api_of(endpoint)
         try:
-            first = await api.run(slot_job(source, "first"), execution_timeout_ms=60_000, ttl_ms=60_000)
+            first = await api.run(slot_job(source, 1), execution_timeout_ms=60_000, ttl_ms=60_000)
             writer = await open_for_writing_once_read(gate, timeout=60)  # the first job's frame is on the GPU
             try:
-                second = await api.run(slot_job(source, "second"), execution_timeout_ms=60_000, ttl_ms=60_000)
+                second = await api.run(slot_job(source, 2), execution_timeout_ms=60_000, ttl_ms=60_000)
                 await endpoint.wait_until(lambda: endpoint.jobs[second.id].status == IN_PROGRESS)
                 assert endpoint.jobs[first.id].status == IN_PROGRESS, "taken while the first is on the GPU"
                 assert endpoint.jobs[second.id].worker_id == endpoint.jobs[first.id].worker_id
@@ -449,7 +454,7 @@ async def test_a_worker_holds_a_second_job_while_the_first_is_on_its_gpu_and_a_s
             first_job = await finished(endpoint, first.id)
             # The stopped job gave its turn up: the next frame on the GPU is the third job's, and one byte lets it
             # finish (were the stopped job's frame next, the third would wait for a second byte and time out).
-            third = await api.run(slot_job(source, "third"), execution_timeout_ms=60_000, ttl_ms=60_000)
+            third = await api.run(slot_job(source, 3), execution_timeout_ms=60_000, ttl_ms=60_000)
             await let_one_frame_through(gate)
             third_job = await finished(endpoint, third.id)
         finally:
@@ -458,4 +463,4 @@ async def test_a_worker_holds_a_second_job_while_the_first_is_on_its_gpu_and_a_s
     assert first_job.status == COMPLETED and third_job.status == COMPLETED
     assert endpoint.jobs[second.id].status == CANCELLED and endpoint.jobs[second.id].output is None
     assert endpoint.dropped_results == 0, "the stopped job posted no result"
-    assert (store.root / "third" / "matte.png").exists() and not (store.root / "second" / "matte.png").exists()
+    assert (store.root / matte_key(0, frame=3)).exists() and not (store.root / matte_key(0, frame=2)).exists()

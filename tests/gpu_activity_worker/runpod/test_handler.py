@@ -25,6 +25,7 @@ from gpu_activity_worker.runpod.handler import MattingHandler
 from gpu_activity_worker.runpod.jobs import INLINE_SCHEME, MatteJobOutput, MatteSlotJobOutput, parse_job_error
 from testkit.held_step import HeldStep
 from testkit.images import sticker_png
+from testkit.set_keys import matte_key, source_key
 from workflows.contract import ArtifactRef, FailureType, MatteFrameInput, MatteSlotInput, PipelineDescription
 
 INLINE_LIMIT = 4_000_000
@@ -46,6 +47,9 @@ class NoStore:
 
     def find(self, key: str) -> bytes | None:
         raise AssertionError(f"an inline job looked for {key} in the store")
+
+    def key_of(self, ref: ArtifactRef) -> str | None:
+        raise AssertionError(f"an inline job located {ref.uri} in the store")
 
     def put(
         self, key: str, data: bytes, media_type: str, *, width: int | None = None, height: int | None = None
@@ -79,7 +83,7 @@ def handler(store: FileArtifactStore, steps: StepRegistry) -> Iterator[MattingHa
 
 
 def matte_job(
-    source: ArtifactRef, pipeline: str = "classical", *, output_key: str = "sets/s/wave/0/0/matte.png", **extra: Any
+    source: ArtifactRef, pipeline: str = "classical", *, output_key: str = matte_key(0), **extra: Any
 ) -> dict[str, Any]:
     request = MatteFrameInput(source=source, output_key=output_key, pipeline=pipeline)
     return {"id": "job-1", "input": {"op": "matte", "request": request.model_dump(mode="json"), **extra}}
@@ -94,16 +98,57 @@ def error_type(result: dict[str, Any]) -> FailureType:
 async def test_a_matte_job_stores_the_cut_out_and_returns_the_activity_result(
     handler: MattingHandler, store: FileArtifactStore
 ) -> None:
-    source = store.put("sets/s/wave/0/0/source.png", sticker_png(), "image/png", width=64, height=64)
+    source = store.put(source_key("source.png"), sticker_png(), "image/png", width=64, height=64)
 
     output = MatteJobOutput.model_validate(await handler.handle(matte_job(source)))
 
     assert output.inline_matte is None
     assert output.result.pipeline == "classical" and output.result.device == "cpu"
-    assert output.result.matte.uri.endswith("sets/s/wave/0/0/matte.png")
+    assert output.result.matte.uri.endswith(matte_key(0))
     with Image.open(io.BytesIO(store.get(output.result.matte))) as matte:
         alpha = np.asarray(matte.convert("RGBA"))[..., 3]
     assert alpha[32, 32] == 255 and alpha[0, 0] == 0
+
+
+@pytest.mark.parametrize(
+    "output_key",
+    [
+        "sets/victim/character/candidate-00.png",  # another set's character
+        "sets/victim/wave/frame-000/candidate-00.source.png",  # a frame edit's source
+        "sets/victim/packages/line-emoji/line-emoji.zip",
+        "sets/test-set/../victim/wave/frame-000/candidate-00.matte.png",
+        "uploads/" + "0" * 64,
+    ],
+)
+async def test_a_job_cannot_write_anything_but_a_cut_out_of_its_sources_set(
+    handler: MattingHandler, store: FileArtifactStore, output_key: str
+) -> None:
+    victim = store.put("sets/victim/character/candidate-00.png", sticker_png(), "image/png")
+    source = store.put(source_key("source.png"), sticker_png(), "image/png", width=64, height=64)
+    job = {
+        "id": "job-x",
+        "input": {
+            "op": "matte",
+            "request": {"source": source.model_dump(mode="json"), "output_key": output_key, "pipeline": "classical"},
+        },
+    }
+
+    result = await handler.handle(job)
+
+    assert error_type(result) is FailureType.INVALID_REQUEST
+    assert "output_key" in result["error"]
+    assert store.get(victim) == sticker_png(), "the other set's file is untouched"
+
+
+async def test_a_job_cannot_write_a_cut_out_into_another_set_than_its_sources(
+    handler: MattingHandler, store: FileArtifactStore
+) -> None:
+    source = store.put(source_key("source.png", "victim"), sticker_png(), "image/png", width=64, height=64)
+
+    result = await handler.handle(matte_job(source, output_key=matte_key(0, set_id="attacker")))
+
+    assert error_type(result) is FailureType.FOREIGN_ARTIFACT
+    assert store.find(matte_key(0, set_id="attacker")) is None
 
 
 async def test_a_describe_job_builds_the_pipeline_where_it_runs(handler: MattingHandler) -> None:
@@ -136,10 +181,10 @@ async def test_an_input_outside_the_contract_fails_as_invalid_request(
 async def test_failures_keep_their_type_so_the_dispatcher_knows_which_a_retry_cannot_fix(
     handler: MattingHandler, store: FileArtifactStore
 ) -> None:
-    sticker = store.put("sticker.png", sticker_png(), "image/png")
-    corrupt = store.put("corrupt.png", b"not an image", "image/png")
-    noise = store.put("noise.png", noise_png(), "image/png")
-    missing = sticker.model_copy(update={"uri": (Path(store.root) / "gone.png").as_uri()})
+    sticker = store.put(source_key("sticker.png"), sticker_png(), "image/png")
+    corrupt = store.put(source_key("corrupt.png"), b"not an image", "image/png")
+    noise = store.put(source_key("noise.png"), noise_png(), "image/png")
+    missing = sticker.model_copy(update={"uri": (Path(store.root) / source_key("gone.png")).as_uri()})
 
     cases = {
         "UnknownPipeline": matte_job(sticker, pipeline="no-such-engine"),
@@ -171,7 +216,7 @@ async def test_an_inline_job_brings_its_source_and_takes_its_matte_back_without_
     output = MatteJobOutput.model_validate(result)
     assert output.inline_matte is not None
     matte = base64.b64decode(output.inline_matte)
-    assert output.result.matte.uri == f"{INLINE_SCHEME}sets/s/wave/0/0/matte.png"
+    assert output.result.matte.uri == f"{INLINE_SCHEME}{matte_key(0)}"
     assert output.result.matte.sha256 == hashlib.sha256(matte).hexdigest()
     assert output.result.matte.size_bytes == len(matte) and output.result.matte.width == 64
     with Image.open(io.BytesIO(matte)) as image:
@@ -215,7 +260,7 @@ async def test_inline_bytes_that_do_not_match_the_reference_are_rejected() -> No
 
 def slot_job(sources: list[ArtifactRef], pipeline: str = "classical", **extra: Any) -> dict[str, Any]:
     request = MatteSlotInput(
-        pipeline=pipeline, candidates=sources, output_keys=[f"sets/s/wave/0/{i}/matte.png" for i in range(len(sources))]
+        pipeline=pipeline, candidates=sources, output_keys=[matte_key(i) for i in range(len(sources))]
     )
     return {"id": "slot-job", "input": {"op": "matte_slot", "request": request.model_dump(mode="json"), **extra}}
 
@@ -223,9 +268,9 @@ def slot_job(sources: list[ArtifactRef], pipeline: str = "classical", **extra: A
 async def test_a_slot_job_gives_each_candidate_its_own_result(
     handler: MattingHandler, store: FileArtifactStore
 ) -> None:
-    sticker = store.put("sticker.png", sticker_png(), "image/png", width=64, height=64)
-    corrupt = store.put("corrupt.png", b"not an image", "image/png")
-    noise = store.put("noise.png", noise_png(), "image/png")
+    sticker = store.put(source_key("sticker.png"), sticker_png(), "image/png", width=64, height=64)
+    corrupt = store.put(source_key("corrupt.png"), b"not an image", "image/png")
+    noise = store.put(source_key("noise.png"), noise_png(), "image/png")
 
     output = MatteSlotJobOutput.model_validate(await handler.handle(slot_job([sticker, corrupt, noise, sticker])))
 
@@ -238,15 +283,15 @@ async def test_a_slot_job_gives_each_candidate_its_own_result(
     assert output.inline_mattes is None
     for index in (0, 3):
         matte = output.results[index].output
-        assert matte is not None and matte.matte.uri.endswith(f"sets/s/wave/0/{index}/matte.png")
+        assert matte is not None and matte.matte.uri.endswith(matte_key(index))
         store.get(matte.matte)
 
 
 async def test_a_slot_job_fails_whole_for_a_failure_a_retry_may_fix(
     handler: MattingHandler, store: FileArtifactStore
 ) -> None:
-    sticker = store.put("sticker.png", sticker_png(), "image/png")
-    missing = sticker.model_copy(update={"uri": (Path(store.root) / "gone.png").as_uri()})
+    sticker = store.put(source_key("sticker.png"), sticker_png(), "image/png")
+    missing = sticker.model_copy(update={"uri": (Path(store.root) / source_key("gone.png")).as_uri()})
 
     result = await handler.handle(slot_job([sticker, missing]))
 
@@ -273,7 +318,7 @@ async def test_an_inline_slot_job_brings_its_sources_and_takes_each_matte_back()
     assert output.inline_mattes is not None and output.inline_mattes[1] is None
     matte = base64.b64decode(output.inline_mattes[0] or "")
     first = output.results[0].output
-    assert first is not None and first.matte.uri == f"{INLINE_SCHEME}sets/s/wave/0/0/matte.png"
+    assert first is not None and first.matte.uri == f"{INLINE_SCHEME}{matte_key(0)}"
     assert first.matte.sha256 == hashlib.sha256(matte).hexdigest()
     assert output.results[1].failure is FailureType.UNSUPPORTED_IMAGE, "the matte over the limit fails only itself"
     assert "inline limit" in (output.results[1].error or "")
@@ -317,11 +362,11 @@ async def test_jobs_held_at_once_read_their_sources_while_one_runs_on_the_gpu(
     tmp_path: Path, steps: StepRegistry, held: HeldStep
 ) -> None:
     store = CountingStore(tmp_path / "counting")
-    sources = [store.put(f"{red}.png", coloured_png(red), "image/png") for red in (10, 20)]
+    sources = [store.put(source_key(f"{red}.png"), coloured_png(red), "image/png") for red in (10, 20)]
     for handler in handler_for(store, steps=steps):
         assert handler.concurrency(1) == 2, "the worker loop holds two jobs"
         jobs = [
-            asyncio.create_task(handler.handle(matte_job(source, "held", output_key=f"{i}.png")))
+            asyncio.create_task(handler.handle(matte_job(source, "held", output_key=matte_key(i))))
             for i, source in enumerate(sources)
         ]
 
@@ -340,7 +385,9 @@ async def test_a_job_stopped_while_it_waits_for_the_gpu_gives_its_turn_up(
     tmp_path: Path, steps: StepRegistry, held: HeldStep
 ) -> None:
     store = CountingStore(tmp_path / "counting")
-    first, stopped, after = (store.put(f"{red}.png", coloured_png(red), "image/png") for red in (10, 20, 30))
+    first, stopped, after = (
+        store.put(source_key(f"{red}.png"), coloured_png(red), "image/png") for red in (10, 20, 30)
+    )
     for handler in handler_for(store, steps=steps):
         running = asyncio.create_task(handler.handle(slot_job([first], "held")))
         await until(lambda: held.running == 1)

@@ -42,6 +42,9 @@ class SpyStore:
         self.reads.append(key)
         return self.inner.find(key)
 
+    def key_of(self, ref: ArtifactRef) -> str:
+        return self.inner.key_of(ref)
+
 
 def png(size: tuple[int, int] = (300, 200)) -> bytes:
     """An orange block on a blue backdrop: an upload the cleaning cuts out."""
@@ -74,25 +77,30 @@ async def raw_get(app: Any, raw_path: str, headers: list[tuple[bytes, bytes]] | 
     return status, body
 
 
-async def raw_request(
-    app: Any, raw_path: str, headers: list[tuple[bytes, bytes]] | None = None
-) -> tuple[int, bytes, dict[str, str]]:
-    """:func:`raw_get`, with the response's headers."""
+def asgi_scope(method: str, raw_path: str, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
+    """An HTTP request's ASGI scope as uvicorn builds it from the client's ``raw_path`` (decoded as uvicorn does)."""
     path, _, query = raw_path.partition("?")
-    scope = {
+    return {
         "type": "http",
         "asgi": {"version": "3.0"},
         "http_version": "1.1",
-        "method": "GET",
+        "method": method,
         "scheme": "http",
         "path": unquote(path),
         "raw_path": path.encode(),
         "query_string": query.encode(),
         "root_path": "",
-        "headers": headers or [(b"host", b"127.0.0.1:8300")],
+        "headers": headers,
         "client": ("127.0.0.1", 5000),
         "server": ("127.0.0.1", 8300),
     }
+
+
+async def raw_request(
+    app: Any, raw_path: str, headers: list[tuple[bytes, bytes]] | None = None
+) -> tuple[int, bytes, dict[str, str]]:
+    """:func:`raw_get`, with the response's headers."""
+    scope = asgi_scope("GET", raw_path, headers or [(b"host", b"127.0.0.1:8300")])
     sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:

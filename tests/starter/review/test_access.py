@@ -1,5 +1,6 @@
-"""Who may use the review app: a token beyond loopback (header or a first visit's ?token= that sets a cookie),
-loopback hosts only without one, no cross-site posts; and the token never reaches the log."""
+"""Who may use the review app: credentials beyond loopback (header or a first visit's ?token= that sets a session
+cookie), strong ones only, wrong ones throttled, loopback hosts only without any, no cross-origin posts, a CSP on every
+page; and the token never reaches the log."""
 
 from __future__ import annotations
 
@@ -14,39 +15,42 @@ from typer.testing import CliRunner
 from core.artifacts import ArtifactStore
 from starter.cli import app as cli
 from starter.client import EmojiSetClient
-from starter.review.app import create_app
-from starter.review.auth import COOKIE, session_value
-from starter.review.server import RedactToken
-from starter.review.settings import ReviewSettings, TokenMissing, is_loopback, required_token
+from starter.review.app import CONTENT_SECURITY_POLICY, create_app
+from starter.review.auth import COOKIE, FAILURES_ALLOWED, Throttle, same_origin
+from starter.review.credentials import WeakSecret
+from starter.review.server import RedactToken, plain_http_warning
+from starter.review.settings import ReviewSettings, TokenMissing, is_loopback, required_credentials
 from tests.starter.review.conftest import raw_request
 
-TOKEN = "s3cret-token-for-tests"
+TOKEN = "s3cret-token-for-tests-2Qx7LkP9vRm4WzJ8"
 PAGE = "/static/review.css"
 """A page that needs no Temporal: these tests are about the gate in front of every page."""
 
 
-def app_on(host: str, token: str | None) -> httpx.AsyncClient:
+def app_on(host: str, token: str | None, *, scheme: str = "http") -> httpx.AsyncClient:
     settings = ReviewSettings(_env_file=None, review_token=SecretStr(token) if token else None)
     client, store = cast(EmojiSetClient, object()), cast(ArtifactStore, object())
     app = create_app(client, store, settings=settings, host=host)
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://review.example.org:8300")
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=f"{scheme}://review.example.org:8300")
 
 
 def test_a_non_loopback_host_without_a_token_is_refused_before_anything_listens(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     for host in ("0.0.0.0", "192.168.1.20", "review.example.org", "::"):
-        with pytest.raises(TokenMissing, match="POPCON_REVIEW_TOKEN"):
+        with pytest.raises(TokenMissing, match="POPCON_REVIEW_SECRET"):
             create_app(
                 cast(EmojiSetClient, object()),
                 cast(ArtifactStore, object()),
                 settings=ReviewSettings(_env_file=None),
                 host=host,
             )
-    assert required_token("127.0.0.1", None) is None and required_token("::1", None) is None
-    assert required_token("0.0.0.0", SecretStr(TOKEN)) == TOKEN
+    for host in ("127.0.0.1", "::1"):
+        assert required_credentials(host, ReviewSettings(_env_file=None)) is None
+    credentials = required_credentials("0.0.0.0", ReviewSettings(_env_file=None, review_token=SecretStr(TOKEN)))
+    assert credentials is not None and credentials.token == TOKEN
     with pytest.raises(TokenMissing):
-        required_token("0.0.0.0", SecretStr(""))
+        required_credentials("0.0.0.0", ReviewSettings(_env_file=None, review_token=SecretStr("")))
     assert is_loopback("localhost") and is_loopback("127.0.0.2") and is_loopback("[::1]") and not is_loopback("0.0.0.0")
 
     monkeypatch.delenv("POPCON_REVIEW_TOKEN", raising=False)
@@ -76,9 +80,11 @@ async def test_the_token_as_a_header_or_once_in_the_address_then_as_a_cookie() -
         first = await http.get(PAGE, params={"token": TOKEN, "x": "1"})
         assert first.status_code == 303 and first.headers["location"] == f"{PAGE}?x=1", "the token leaves the address"
         cookie = first.headers["set-cookie"]
-        assert cookie.startswith(f"{COOKIE}={session_value(TOKEN)};") and "HttpOnly" in cookie
-        assert "SameSite=Lax" in cookie and TOKEN not in cookie
+        assert cookie.startswith(f"{COOKIE}=prv1.") and "HttpOnly" in cookie and "Max-Age=43200" in cookie
+        assert "SameSite=Lax" in cookie and TOKEN not in cookie and "Secure" not in cookie, "plain HTTP: no Secure"
         assert (await http.get(PAGE)).status_code == 200, "the cookie is enough from now on"
+        again = await http.get(PAGE, params={"token": TOKEN})
+        assert again.headers["set-cookie"] != cookie, "every sign-in gets a session of its own"
 
     # An address made to bounce elsewhere stays on this app.
     app = create_app(
@@ -109,3 +115,73 @@ def test_the_access_log_never_shows_the_token() -> None:
     )  # fmt: skip
     assert RedactToken().filter(record)
     assert TOKEN not in record.getMessage() and "token=[redacted]&y=2" in record.getMessage()
+
+
+@pytest.mark.parametrize(
+    "weak", ["short-token", "a" * 40, "ab" * 20, "correct horse battery staple and more words"], ids=str.__len__
+)
+def test_a_weak_token_or_secret_is_refused_before_anything_listens(weak: str) -> None:
+    for settings in (
+        ReviewSettings(_env_file=None, review_token=SecretStr(weak)),
+        ReviewSettings(_env_file=None, review_secret=SecretStr(weak)),
+    ):
+        with pytest.raises(WeakSecret, match="at least 32 characters without spaces"):
+            required_credentials("0.0.0.0", settings)
+
+
+async def test_over_https_the_session_cookie_is_secure_and_the_browser_told_to_stay() -> None:
+    async with app_on("0.0.0.0", TOKEN, scheme="https") as http:
+        first = await http.get(PAGE, params={"token": TOKEN})
+        assert "; Secure" in first.headers["set-cookie"]
+        page = await http.get(PAGE)
+        assert page.headers["strict-transport-security"] == "max-age=31536000"
+
+
+async def test_wrong_tokens_are_throttled_per_client_right_ones_too_until_the_window_passes() -> None:
+    async with app_on("0.0.0.0", TOKEN) as http:
+        statuses = [(await http.get(PAGE, params={"token": f"guess-{i}"})).status_code for i in range(3000)]
+        throttled = await http.get(PAGE, headers={"Authorization": f"Bearer {TOKEN}"})
+
+    assert statuses[:FAILURES_ALLOWED] == [403] * FAILURES_ALLOWED
+    assert set(statuses[FAILURES_ALLOWED:]) == {429}, "no more guesses are even checked"
+    assert throttled.status_code == 429 and 1 <= int(throttled.headers["retry-after"]) <= 61
+
+
+def test_the_throttle_forgets_failures_once_the_window_has_passed() -> None:
+    now = [1000.0]
+    throttle = Throttle(failures=3, window_s=60, clock=lambda: now[0], max_clients=2)
+    for _ in range(3):
+        assert throttle.retry_after("a") == 0
+        throttle.failed("a")
+    assert throttle.retry_after("a") == 61 and throttle.retry_after("b") == 0, "per client"
+    now[0] += 30
+    assert throttle.retry_after("a") == 31
+    now[0] += 31
+    assert throttle.retry_after("a") == 0
+    for client in ("b", "c", "d"):
+        throttle.failed(client)
+    assert len(throttle._seen) == 2, "a flood of clients cannot fill memory"
+
+
+def test_the_origin_must_match_scheme_host_and_port() -> None:
+    assert same_origin("http://127.0.0.1:8300", "http", "127.0.0.1:8300")
+    assert same_origin("https://review.example.org", "https", "review.example.org:443")
+    for origin in ("https://127.0.0.1:8300", "http://127.0.0.1:8301", "http://127.0.0.2:8300", "null", "x"):
+        assert not same_origin(origin, "http", "127.0.0.1:8300"), origin
+
+
+async def test_every_page_carries_a_content_security_policy() -> None:
+    async with app_on("127.0.0.1", None) as http:
+        for page in (PAGE, "/new", "/no-such-page"):
+            answer = await http.get(page, headers={"Host": "127.0.0.1:8300"})
+            assert answer.headers["content-security-policy"] == CONTENT_SECURITY_POLICY, page
+    assert "script-src 'self'" in CONTENT_SECURITY_POLICY and "frame-ancestors 'none'" in CONTENT_SECURITY_POLICY
+
+
+def test_serving_beyond_loopback_over_plain_http_is_warned_about() -> None:
+    plain = ReviewSettings(_env_file=None, review_token=SecretStr(TOKEN))
+    assert plain_http_warning("127.0.0.1", plain) is None
+    assert "plain HTTP" in (plain_http_warning("0.0.0.0", plain) or "")
+    tls = plain.model_copy(update={"review_tls_certfile": "cert.pem", "review_tls_keyfile": "key.pem"})
+    proxied = plain.model_copy(update={"review_forwarded_allow_ips": "10.0.0.2"})
+    assert plain_http_warning("0.0.0.0", tls) is None and plain_http_warning("0.0.0.0", proxied) is None

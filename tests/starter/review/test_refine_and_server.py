@@ -18,7 +18,7 @@ from testkit.stack import Stack, wait_for_phase
 from tests.starter.review.test_review_app import slot_error, start_set
 from workflows.contract import EmojiSetState, Phase, ReviewPolicy, StagePolicy
 
-TOKEN = "another-s3cret-for-tests"
+TOKEN = "another-s3cret-for-tests-Hd83kQpZ2vN7"
 
 
 async def review_ready(stack: Stack, set_id: str) -> EmojiSetState:
