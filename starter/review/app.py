@@ -69,6 +69,9 @@ CONTENT_SECURITY_POLICY = (
 )
 """Every page: scripts, styles and images only from the app itself, no plugins, no framing, forms only to itself."""
 SET_PATH = re.compile(r"^/sets/([^/]+)")
+SETS_LISTED = 50
+"""The most sets the list shows (newest first)."""
+EPOCH = datetime.min.replace(tzinfo=UTC)
 RESULTS_KEPT = 256
 """Finished sets' results kept in memory (they never change; the oldest asked is dropped first)."""
 START_WAIT_S = 2.0
@@ -265,15 +268,18 @@ def create_app(
         """The sets of the list: of the owner asked for, or of every owner the reviewer may see, newest first."""
         client = review().client
         if reviewer.owners is None:
-            return await client.list_sets(phase=phase, owner=owner or None, awaiting=awaiting or None)
+            return await client.list_sets(
+                phase=phase, owner=owner or None, awaiting=awaiting or None, limit=SETS_LISTED
+            )
         owners = [owner] if owner else sorted(reviewer.owners)
         found = [
             summary
             for name in owners
             if reviewer.may_see(name)
-            for summary in await client.list_sets(phase=phase, owner=name, awaiting=awaiting or None)
+            for summary in await client.list_sets(phase=phase, owner=name, awaiting=awaiting or None, limit=SETS_LISTED)
         ]
-        return sorted(found, key=lambda summary: summary.started_at or datetime.min.replace(tzinfo=UTC), reverse=True)
+        newest_first = sorted(found, key=lambda summary: summary.started_at or EPOCH, reverse=True)
+        return newest_first[:SETS_LISTED]
 
     @app.get("/new", response_class=HTMLResponse)
     async def new_set() -> Response:
