@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import hashlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -80,9 +81,29 @@ def chaos_request(seed: int = 7, *, image_size: int = 128, clip_seconds: float =
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A free loopback port below the kernel's ephemeral range.
+
+    A port the kernel hands out (a bind to port 0) is an ephemeral one: between this check and the server's own bind,
+    the kernel may give it to an outgoing connection (seen in CI: a dev server's UI port taken, "address already in
+    use"). Below that range the kernel gives nothing out by itself.
+    """
+    low = _ephemeral_ports_start()
+    for _ in range(200):
+        port = random.randrange(10_000, low)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free loopback port between 10000 and {low}")
+
+
+def _ephemeral_ports_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
 
 
 def _now() -> datetime:
