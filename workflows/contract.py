@@ -1062,7 +1062,7 @@ class RefineMatteInput(_Request):
     )
 
     @model_validator(mode="after")
-    def _one_set(self) -> RefineMatteInput:
+    def _outputs_in_one_set(self) -> RefineMatteInput:
         _one_set([frame.output_key for frame in self.frames])
         return self
 

@@ -128,7 +128,9 @@ class Gate:
         if wait:
             await _plain(send, 429, f"too many wrong credentials: try again in {wait} s", retry_after=wait)
             return
-        reviewer, refusal = self._reviewer(headers, scope)
+        query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        given_tokens = [value for key, value in query if key.lower() == "token"]
+        reviewer, refusal = self._reviewer(headers, given_tokens)
         if reviewer is None:
             if refusal is None:
                 await _plain(
@@ -141,22 +143,20 @@ class Gate:
             await _plain(send, 403, refusal)
             return
         state["reviewer"] = reviewer
-        query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
-        if any(key.lower() == "token" for key, _ in query):  # a first visit: the token becomes a session cookie
+        if given_tokens:  # a first visit: the token becomes a session cookie
             await self._sign_in(send, scope, query, reviewer)
             return
         await self.app(scope, receive, send)
 
-    def _reviewer(self, headers: dict[str, str], scope: Scope) -> tuple[Reviewer | None, str | None]:
-        """Who the request's credential names, or None and why (None, None: it carries none)."""
+    def _reviewer(self, headers: dict[str, str], given_tokens: list[str]) -> tuple[Reviewer | None, str | None]:
+        """Who the request's credential names (header, ``?token=``, session cookie), or None and why (None, None: it
+        carries none)."""
         assert self.credentials is not None
         authorization = headers.get("authorization", "")
         if authorization:
             scheme, _, given = authorization.partition(" ")
             reviewer = self.credentials.reviewer_for(given.strip()) if scheme.lower() == "bearer" else None
             return reviewer, None if reviewer else "wrong or expired token"
-        query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
-        given_tokens = [value for key, value in query if key.lower() == "token"]
         if given_tokens:
             reviewer = self.credentials.reviewer_for(given_tokens[-1])
             return reviewer, None if reviewer else "wrong or expired token"
