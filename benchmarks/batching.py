@@ -27,8 +27,8 @@ import numpy as np
 import torch
 
 from gpu_activity_worker.engines import StepRegistry, StepSpec, builtin_steps
-from gpu_activity_worker.engines.base import MatteResult, MatteState, StepContext, StepRole
-from gpu_activity_worker.pipeline import Pipelines
+from gpu_activity_worker.engines.base import MatteState, StepContext, StepRole
+from gpu_activity_worker.pipeline import MatteResult, Pipelines
 
 
 class ConvNet(torch.nn.Module):

@@ -51,8 +51,9 @@ from transformers.utils import logging as transformers_logging
 from core.artifacts import FileArtifactStore
 from gpu_activity_worker.activities import MattingActivities
 from gpu_activity_worker.engines import birefnet, builtin_steps, sam2, vitmatte
-from gpu_activity_worker.engines.base import BatchableStep, Device, MatteState, Precision, StepContext
+from gpu_activity_worker.engines.base import BatchableStep, MatteState, StepContext
 from gpu_activity_worker.pipeline import Pipelines
+from gpu_activity_worker.vocabulary import Device, Precision
 from testkit.model_folders import birefnet_folder, sam2_folder, vitmatte_folder
 from testkit.weights import unpinned
 from workflows.contract import MatteSlotInput

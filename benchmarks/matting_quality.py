@@ -59,11 +59,12 @@ from benchmarks.emoji_data import (  # noqa: E402
     procedural_clips,
 )
 from gpu_activity_worker.engines import builtin_steps  # noqa: E402
-from gpu_activity_worker.engines.base import MatteState, MattingError, StepContext, UnsupportedImageError  # noqa: E402
+from gpu_activity_worker.engines.base import MatteState, StepContext  # noqa: E402
 from gpu_activity_worker.engines.classical import FloodFillStep  # noqa: E402
 from gpu_activity_worker.pipeline import Pipelines  # noqa: E402
 from gpu_activity_worker.settings import GpuWorkerSettings  # noqa: E402
 from gpu_activity_worker.temporal import stabilise_alphas  # noqa: E402
+from gpu_activity_worker.vocabulary import MattingError, UnsupportedImageError  # noqa: E402
 from gpu_activity_worker.weights import WeightsMissingError  # noqa: E402
 from testkit import matting_metrics as metrics  # noqa: E402
 

@@ -56,7 +56,7 @@ class _SetFieldsPayloadConverter(PydanticPayloadConverter):
 set_fields_data_converter = dataclasses.replace(data_converter, payload_converter_class=_SetFieldsPayloadConverter)
 """The data converter of a client's requests: a request carries the fields its sender set and no others.
 
-A set pinned to an older build refuses a request with a field it does not know (``workflows.contract._Request``); a
+A set pinned to an older build refuses a request with a field it does not know (``workflows.contract.base._Request``); a
 newer client that leaves a new field at its default then still reaches it, and one that sets the field is refused
 with its name. The workflow reads a left-out field as its default, which a release never changes (docs/deploy.md).
 """

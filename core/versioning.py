@@ -20,6 +20,7 @@ import hashlib
 import importlib.metadata
 import logging
 import time
+import tomllib
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -71,9 +72,19 @@ def code_digest(packages: tuple[str, ...], root: Path = PROJECT_DIR) -> str:
     return digest.hexdigest()
 
 
+@functools.cache
+def package_version(root: Path = PROJECT_DIR) -> str:
+    """The project's version: from the ``pyproject.toml`` beside the code when there is one (a checkout, or an image
+    that runs the code from its folder without installing it), else from the installed package's metadata."""
+    pyproject = root / "pyproject.toml"
+    if pyproject.is_file():
+        return str(tomllib.loads(pyproject.read_text())["project"]["version"])
+    return importlib.metadata.version(DISTRIBUTION)
+
+
 def build_id(settings: DeploymentSettings, role: Role) -> str:
     """This worker's build: the configured one, else ``<package version>-<digest of the role's code>``."""
-    return settings.build_id or f"{importlib.metadata.version(DISTRIBUTION)}-{code_digest(ROLE_PACKAGES[role])[:10]}"
+    return settings.build_id or f"{package_version()}-{code_digest(ROLE_PACKAGES[role])[:10]}"
 
 
 def worker_version(settings: DeploymentSettings, role: Role) -> WorkerDeploymentVersion:

@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
-# The app image: the orchestration worker (`python -m activities`, the default) and the `popcon` CLI, CPU only, with
-# the S3 artifact store. Runs as an unprivileged user.
+# The app image: the orchestration worker (`python -m activities`, the default) and the `popcon` CLI with the review
+# app (`popcon review`), CPU only, with the S3 artifact store. Runs as an unprivileged user. Its packages are those
+# roles' sets (pyproject.toml: the base, orchestration, review, cli, s3): no model engines, no local dev server.
 #
 #   docker build -f docker/app.Dockerfile -t popcon-app .                                  (from the repository root)
 #   docker run --rm popcon-app popcon list
@@ -22,7 +23,7 @@ COPY core core
 COPY activities activities
 COPY gpu_activity_worker gpu_activity_worker
 COPY starter starter
-RUN pip install ".[s3]"
+RUN pip install ".[orchestration,review,cli,s3]"
 
 USER popcon
 # The default data folder sits next to the installed code, which this user cannot write to.

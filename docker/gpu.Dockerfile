@@ -2,7 +2,9 @@
 # The GPU image: the matting engines with their weights baked in. One image, two entry points (gpu-entrypoint.sh):
 # the RunPod Serverless handler (default) or the Temporal GPU worker (`worker`, for a RunPod Pod or any CUDA box).
 # It holds only what the GPU worker imports: the contract (workflows), the shared core and gpu_activity_worker; the
-# orchestration worker's activities and the CLI stay out (tests/test_import_graph.py keeps the GPU side apart).
+# orchestration worker's activities and the CLI stay out (tests/test_import_graph.py keeps the GPU side apart). Its
+# packages are the GPU role's set only (the base, gpu, s3 and runpod in pyproject.toml; no CLI, review app or export
+# libraries: tests/test_dependencies_by_role.py), and the code runs from /app, not installed, so no `popcon` script.
 #
 #   docker build -f docker/gpu.Dockerfile -t popcon-gpu .                                  (from the repository root)
 #   docker build -f docker/gpu.Dockerfile --build-arg WEIGHTS="rembg-isnet-anime birefnet-general" -t popcon-gpu .
@@ -21,6 +23,7 @@ ENV PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     VIRTUAL_ENV=/opt/popcon \
     PATH=/opt/popcon/bin:$PATH \
+    PYTHONPATH=/app \
     POPCON_MODEL_DIR=/models \
     POPCON_DATA_DIR=/var/lib/popcon \
     SAM2_BUILD_CUDA=0
@@ -33,8 +36,10 @@ COPY pyproject.toml README.md ./
 COPY workflows workflows
 COPY core core
 COPY gpu_activity_worker gpu_activity_worker
-# The project's `popcon` script would point at the CLI, which is not in this image.
-RUN pip install ".[gpu,s3,runpod]" && rm "$VIRTUAL_ENV/bin/popcon"
+# The GPU role's dependency set only (`--only-deps`, pip 26.2 or newer): the project itself is not installed, so its
+# `popcon` script (the CLI, not in this image) never is; the code runs from /app (PYTHONPATH), and a build id reads the
+# project's version from /app/pyproject.toml.
+RUN pip install --upgrade "pip>=26.2" && pip install --only-deps ".[gpu,s3,runpod]"
 
 # Weights are fetched at build time and checked against the catalogue's sha256: workers start without network access
 # to model hosts and never download. A weight set that cannot be fetched fails the build.

@@ -26,11 +26,11 @@ from temporalio import activity
 from core.artifacts import ArtifactError, ArtifactStore
 from gpu_activity_worker import matting
 from gpu_activity_worker.batching import Lanes
-from gpu_activity_worker.engines.base import MattingError
 from gpu_activity_worker.pipeline import Pipelines
 from gpu_activity_worker.refine import Refiners, refine_matte
 from gpu_activity_worker.slots import FrameCancelledError, GpuGate, PrefetchSlotSupplier
 from gpu_activity_worker.temporal import stabilise_emoji
+from gpu_activity_worker.vocabulary import MattingError
 from workflows.contract import (
     ActivityName,
     DescribePipelineInput,

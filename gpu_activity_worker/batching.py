@@ -13,7 +13,7 @@ no thread (nothing to leak or shut down), inference runs on the activity threads
 already bounds, and the leader needs no thread hand-off for its own result. One batch runs at a time per step: callers
 that arrive meanwhile queue up, which is what fills the next batch when the model is the bottleneck.
 
-A failed batch cannot say whose image failed (an :class:`~gpu_activity_worker.engines.base.UnsupportedImageError` is
+A failed batch cannot say whose image failed (an :class:`~gpu_activity_worker.vocabulary.UnsupportedImageError` is
 a verdict on one image), so when ``apply_batch`` raises, each caller of that batch runs its own image alone with
 ``apply``: every caller gets exactly what it would have got unbatched, and an error reaches only the callers whose
 image causes it.
@@ -40,7 +40,8 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import TypeGuard, TypeVar
 
-from gpu_activity_worker.engines.base import BatchableStep, MatteState, MattingError, MattingStep, StepContext
+from gpu_activity_worker.engines.base import BatchableStep, MatteState, MattingStep, StepContext
+from gpu_activity_worker.vocabulary import MattingError
 
 T = TypeVar("T")
 R = TypeVar("R")

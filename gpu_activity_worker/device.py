@@ -8,7 +8,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from typing import Any
 
-from gpu_activity_worker.engines.base import Device, MattingError, Precision
+from gpu_activity_worker.vocabulary import Device, MattingError, Precision
 
 AUTOCAST = {"fp16": "float16", "bf16": "bfloat16"}
 """The precisions a torch engine computes in through autocast, by the torch dtype's name (fp32 runs without it)."""

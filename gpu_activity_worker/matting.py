@@ -25,9 +25,9 @@ from pydantic import BaseModel, ValidationError
 
 from core.artifacts import ArtifactError, ArtifactStore, get_in_set
 from gpu_activity_worker.batching import Lanes
-from gpu_activity_worker.engines.base import CorruptImageError, MatteResult, MattingError
-from gpu_activity_worker.pipeline import MattingPipeline, Pipelines
+from gpu_activity_worker.pipeline import MatteResult, MattingPipeline, Pipelines
 from gpu_activity_worker.scoring import score_matte
+from gpu_activity_worker.vocabulary import CorruptImageError, MattingError
 from workflows.contract import (
     DescribePipelineInput,
     FailureType,

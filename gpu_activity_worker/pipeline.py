@@ -22,20 +22,30 @@ import numpy as np
 
 from gpu_activity_worker.batching import batched
 from gpu_activity_worker.engines import StepRegistry, StepSpec
-from gpu_activity_worker.engines.base import (
-    InvalidPipelineError,
-    MatteResult,
-    MatteState,
-    MattingError,
-    MattingStep,
-    StepContext,
-    StepRole,
-    UnknownPipelineError,
-)
+from gpu_activity_worker.engines.base import MatteState, MattingStep, StepContext, StepRole
+from gpu_activity_worker.vocabulary import InvalidPipelineError, MattingError, UnknownPipelineError
 from workflows.contract import PIPELINE_PATTERN
 
 ALIASES: dict[str, tuple[str, ...]] = {"classical": ("floodfill", "defringe")}
 """Step names that stand for several steps."""
+
+
+@dataclass(frozen=True)
+class MatteResult:
+    """A finished cut-out.
+
+    Attributes:
+        rgba: uint8 HxWx4, straight (unpremultiplied) colour. After ``defringe``, RGB holds the foreground colour
+            even where alpha is 0, so resampling or compositing never pulls in the old background.
+        alpha: float32 HxW in [0, 1], the alpha before quantisation to uint8.
+        device: Where the pipeline ran, e.g. ``cpu`` or ``cuda+cpu`` (distinct step devices in step order).
+        precision: Numeric precision, e.g. ``fp32`` or ``fp16+fp32``.
+    """
+
+    rgba: np.ndarray
+    alpha: np.ndarray
+    device: str
+    precision: str
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from core.settings import DEFAULT_DATA_DIR, PopconSettings
-from gpu_activity_worker.engines.base import Precision, StepContext
+from gpu_activity_worker.engines.base import StepContext
+from gpu_activity_worker.vocabulary import Precision
 
 
 class GpuWorkerSettings(PopconSettings):

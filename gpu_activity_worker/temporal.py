@@ -40,9 +40,9 @@ import numpy as np
 from scipy import ndimage
 
 from core.artifacts import ArtifactStore, get_in_set
-from gpu_activity_worker.engines.base import UnsupportedImageError
 from gpu_activity_worker.matting import SAM2_STEP, decode_rgb, decode_rgba, encode_png
 from gpu_activity_worker.pipeline import Pipelines
+from gpu_activity_worker.vocabulary import UnsupportedImageError
 from workflows.contract import StabiliseEmojiInput, StabiliseEmojiOutput, TemporalMode
 
 NOISE_WINDOW = 3

@@ -30,7 +30,7 @@ from urllib.parse import urlparse
 
 import httpx
 
-from gpu_activity_worker.engines.base import MattingError
+from gpu_activity_worker.vocabulary import MattingError
 from workflows.contract import FailureType
 
 

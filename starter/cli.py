@@ -31,6 +31,7 @@ from starter.watch import watch_until
 from workflows.contract import (
     CustomAction,
     DeadlinePolicy,
+    DropActionInput,
     EmojiSetInput,
     ExportTarget,
     FrameState,
@@ -201,6 +202,9 @@ def state(set_id: SetId, as_json: Annotated[bool, typer.Option("--json")] = Fals
             takes = " ".join(f"{t.index}:{t.status.value}" for t in item.takes)
             starts = f"{len(item.start_frames)} ({item.start_frame_pick})" if item.start_frames else "-"
             actions.add_row(item.name, item.stage.value, starts, takes, item.error or "")
+        for dropped in current.dropped:
+            why = f"by {dropped.dropped_by}" + (f": {dropped.reason}" if dropped.reason else "")
+            actions.add_row(dropped.action, "dropped", "-", "-", why)
         console.print(actions)
         table = Table("emoji", "frame", "status", "pick", "candidates (index:take/frame:score)", "error")
         for item, frame in current.frames():
@@ -393,6 +397,30 @@ def undo_refine(
         request = UndoRefineInput(emoji=emoji, frame=frame, candidate=candidate, following=following)
         slot = await (await _client()).undo_refine(request, set_id=set_id)
         console.print(f"{emoji} {_refined(slot, candidate)}")
+
+    _run(go())
+
+
+@app.command()
+def drop(
+    set_id: SetId,
+    emoji: str,
+    reviewer: Annotated[str, typer.Option()] = "",
+    reason: Annotated[str, typer.Option(help="Why, kept in the set's state.")] = "",
+    force: Annotated[
+        bool, typer.Option(help="Drop it even when a platform target then refuses the set (LINE takes 8 to 40).")
+    ] = False,
+) -> None:
+    """Take an emoji out of the set; its work in flight stops, its files stay."""
+
+    async def go() -> None:
+        request = DropActionInput(action=emoji, reviewer=reviewer, reason=reason, force=force)
+        client = await _client()
+        await client.drop_action(request, set_id=set_id)
+        state = await client.state(set_id)
+        console.print(f"{emoji} dropped; the set has {', '.join(a.name for a in state.actions)}")
+        for refusal in state.export_refusals:
+            console.print(f"[yellow]refused:[/] {refusal}")
 
     _run(go())
 

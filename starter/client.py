@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TypeVar
+from typing import ParamSpec, TypeVar, cast
 from urllib.parse import quote
 
 from temporalio.client import (
@@ -40,6 +40,7 @@ from temporalio.common import (
 )
 from temporalio.exceptions import FailureError
 from temporalio.service import RPCError, RPCStatusCode
+from temporalio.workflow import UpdateMethodMultiParam
 
 from activities.uploads import UploadError, check_upload
 from core.artifacts import ArtifactStore, open_store
@@ -56,6 +57,8 @@ from workflows.contract import (
     ApproveStartFramesInput,
     ArtifactRef,
     CancelInput,
+    DropActionInput,
+    DroppedAction,
     EmojiFramesRef,
     EmojiSetInput,
     EmojiSetResult,
@@ -81,6 +84,8 @@ from workflows.emoji_set import EmojiSetWorkflow
 from workflows.export_set import ExportSetWorkflow
 
 T = TypeVar("T")
+R = TypeVar("R")
+P = ParamSpec("P")
 DEPLOYMENT_VERSION = SearchAttributeKey.for_keyword("TemporalWorkerDeploymentVersion")
 """Temporal's own search attribute: the ``deployment:build`` a workflow is pinned to."""
 UPDATE_ATTEMPTS = 5
@@ -208,41 +213,39 @@ class EmojiSetClient:
 
     async def pick_character(self, set_id: str, candidate: int) -> ImageCandidate:
         """Use another character candidate (review policy ``character=human``)."""
-        return await self._update_call(
-            set_id, "pick_character", PickCharacterInput(candidate=candidate), ImageCandidate
-        )
+        return await self._update_call(set_id, EmojiSetWorkflow.pick_character, PickCharacterInput(candidate=candidate))
 
     async def approve_character(self, set_id: str, *, reviewer: str = "") -> None:
         """Go on with the picked character: start frames are made from it."""
-        await self._update_call(set_id, "approve_character", ApproveCharacterInput(reviewer=reviewer), type(None))
+        await self._update_call(set_id, EmojiSetWorkflow.approve_character, ApproveCharacterInput(reviewer=reviewer))
 
     async def pick_start_frame(self, set_id: str, action: str, candidate: int) -> ActionState:
         """Choose an action's start frame among its candidates (then approve it)."""
         request = PickStartFrameInput(action=action, candidate=candidate)
-        return await self._update_call(set_id, "pick_start_frame", request, ActionState)
+        return await self._update_call(set_id, EmojiSetWorkflow.pick_start_frame, request)
 
     async def approve_start_frames(
         self, set_id: str, actions: list[str] | None = None, *, reviewer: str = ""
     ) -> list[str]:
         """Approve start frames (``None``: every one awaiting review); each approved action starts animating."""
         request = ApproveStartFramesInput(actions=actions or [], reviewer=reviewer)
-        return await self._update_call(set_id, "approve_start_frames", request, list[str])
+        return await self._update_call(set_id, EmojiSetWorkflow.approve_start_frames, request)
 
     async def regenerate_start_frame(self, request: RegenerateStartFrameInput, *, set_id: str) -> ActionState:
         """New start frame candidates from a custom pose prompt; returns once they are made."""
-        return await self._update_call(set_id, "regenerate_start_frame", request, ActionState)
+        return await self._update_call(set_id, _awaited(EmojiSetWorkflow.regenerate_start_frame), request)
 
     async def pick(self, pick: PickCandidateInput, *, set_id: str) -> FrameState:
         """Use a candidate of a frame slot by hand."""
-        return await self._update_call(set_id, "pick_candidate", pick, FrameState)
+        return await self._update_call(set_id, EmojiSetWorkflow.pick_candidate, pick)
 
     async def pick_take(self, set_id: str, emoji: str, take: int) -> ActionState:
         """Use one take for a whole emoji."""
-        return await self._update_call(set_id, "pick_take", PickTakeInput(emoji=emoji, take=take), ActionState)
+        return await self._update_call(set_id, EmojiSetWorkflow.pick_take, PickTakeInput(emoji=emoji, take=take))
 
     async def regenerate_action(self, request: RegenerateActionInput, *, set_id: str) -> TakeState:
         """A new take from a custom motion prompt; returns the accepted take at once (follow it in :meth:`state`)."""
-        return await self._update_call(set_id, "regenerate_action", request, TakeState)
+        return await self._update_call(set_id, EmojiSetWorkflow.regenerate_action, request)
 
     async def regenerate_frame(
         self, request: RegenerateFrameInput, *, set_id: str, wait: bool = True
@@ -253,10 +256,12 @@ class EmojiSetClient:
         accepted the request (``None``), and :meth:`state` shows the progress.
         """
         if wait:
-            return await self._update_call(set_id, "regenerate_frame", request, FrameState)
+            return await self._update_call(set_id, _awaited(EmojiSetWorkflow.regenerate_frame), request)
         handle = self._handle(set_id)
         await self._update(
-            handle.start_update(EmojiSetWorkflow.regenerate_frame, request, wait_for_stage=WorkflowUpdateStage.ACCEPTED)
+            handle.start_update(
+                _awaited(EmojiSetWorkflow.regenerate_frame), request, wait_for_stage=WorkflowUpdateStage.ACCEPTED
+            )
         )
         return None
 
@@ -271,7 +276,7 @@ class EmojiSetClient:
                 which).
             SetClosed: the set has ended.
         """
-        return await self._update_call(set_id, "refine_frame", request, FrameState)
+        return await self._update_call(set_id, _awaited(EmojiSetWorkflow.refine_frame), request)
 
     async def undo_refine(self, request: UndoRefineInput, *, set_id: str) -> FrameState:
         """Bring back a candidate's cut-out from before its last refinement; returns the slot.
@@ -280,7 +285,7 @@ class EmojiSetClient:
             MessageRejected: nothing to undo, unknown emoji, frame or candidate, or the set is being approved.
             SetClosed: the set has ended.
         """
-        return await self._update_call(set_id, "undo_refine", request, FrameState)
+        return await self._update_call(set_id, EmojiSetWorkflow.undo_refine, request)
 
     async def approve(self, set_id: str, *, reviewer: str = "") -> None:
         """Approve the set for assembly; it is assembled once the regenerations under way are done.
@@ -290,7 +295,18 @@ class EmojiSetClient:
                 approved or cancelled already (the message says which).
             SetClosed: the set has ended.
         """
-        await self._update_call(set_id, "approve", ApproveInput(reviewer=reviewer), type(None))
+        await self._update_call(set_id, EmojiSetWorkflow.approve, ApproveInput(reviewer=reviewer))
+
+    async def drop_action(self, request: DropActionInput, *, set_id: str) -> DroppedAction:
+        """Take an emoji out of the set: everything it has in flight stops (a regeneration or refinement of it then
+        fails), its files stay; returns the record kept in :attr:`EmojiSetState.dropped`.
+
+        Raises:
+            MessageRejected: the set's last emoji, an unknown one, the set approved or being cancelled, or a platform
+                target the smaller set would newly fail (LINE takes 8 to 40; ``force`` drops it anyway).
+            SetClosed: the set has ended.
+        """
+        return await self._update_call(set_id, _awaited(EmojiSetWorkflow.drop_action), request)
 
     async def cancel(self, set_id: str, *, reason: str = "") -> None:
         """Stop the set; it ends as cancelled with nothing assembled.
@@ -299,7 +315,7 @@ class EmojiSetClient:
             MessageRejected: too late: the set is being assembled (approved), or is being cancelled already.
             SetClosed: the set has ended.
         """
-        await self._update_call(set_id, "cancel", CancelInput(reason=reason), type(None))
+        await self._update_call(set_id, EmojiSetWorkflow.cancel, CancelInput(reason=reason))
 
     async def result(self, set_id: str) -> EmojiSetResult:
         """Wait for the set to end and return its result (references to every exported file)."""
@@ -384,8 +400,6 @@ class EmojiSetClient:
         return summaries
 
     def _handle(self, set_id: str) -> WorkflowHandle[EmojiSetWorkflow, EmojiSetResult]:
-        # Updates are called by name: the SDK's typing of an update declared with options (a description) does not
-        # match execute_update's signature.
         return self._requests.get_workflow_handle_for(EmojiSetWorkflow.run, set_id)
 
     async def _call(self, call: Awaitable[T]) -> T:
@@ -398,13 +412,17 @@ class EmojiSetClient:
                 raise SetNotFound(f"no emoji set found: {err.message}") from err
             raise
 
-    async def _update_call(self, set_id: str, name: str, request: object, result_type: type[T]) -> T:
+    async def _update_call(
+        self, set_id: str, update: UpdateMethodMultiParam[[EmojiSetWorkflow, R], T], request: R
+    ) -> T:
+        """Send an update through the workflow's own method (its name and result type, checked against the request),
+        sending it again while the server drops it unseen."""
         handle = self._handle(set_id)
         try:
             attempt = 1
             while True:
                 try:
-                    return await self._update(handle.execute_update(name, request, result_type=result_type))
+                    return await self._update(handle.execute_update(update, request))
                 except RPCError as err:
                     if attempt == UPDATE_ATTEMPTS or not _workflow_not_ready(err):
                         raise
@@ -425,6 +443,16 @@ class EmojiSetClient:
             cause = err.cause
             message = cause.message if isinstance(cause, FailureError) else str(cause)
             raise MessageRejected(message) from err
+
+
+def _awaited(update: UpdateMethodMultiParam[P, Awaitable[T]]) -> UpdateMethodMultiParam[P, T]:
+    """An ``async`` update as a client sees it: its result, not a coroutine.
+
+    The SDK types an update declared with options (``@workflow.update(description=...)``) with the method's own return
+    type, which for an ``async`` handler is the coroutine; a client receives what the coroutine returns. The method
+    itself is passed on unchanged: its name and its declared result type are what the SDK reads.
+    """
+    return cast("UpdateMethodMultiParam[P, T]", update)
 
 
 def _workflow_not_ready(err: RPCError) -> bool:

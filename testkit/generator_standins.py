@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from activities.generation import GeneratorRegistry, builtin_generators
 from activities.generation.base import GeneratedClip, GeneratedImage, GenerationRefused, GenerationThrottled
 from activities.generation.procedural import ProceduralGenerator
-from workflows.contract import GenerateClipInput, GenerateStartFrameInput
+from workflows.contract import EditFrameInput, GenerateClipInput, GenerateStartFrameInput
 
 REFUSED_ACTION = "heart"
-"""The action whose preset prompts the refusing stand-ins refuse (a custom prompt passes)."""
+"""The action whose preset prompts the refusing stand-ins refuse (a custom prompt passes), and that the slow one is
+slow for."""
 
 
 class RefusesStartFrame(ProceduralGenerator):
@@ -49,9 +52,27 @@ class ThrottledOnce(ProceduralGenerator):
         return await super().clip(request, start_frame)
 
 
+class SlowRegenerations(ProceduralGenerator):
+    """Slow for what a reviewer asks of ``heart``: a new take's clip and a frame edit take ten minutes (cancellable:
+    the activity heartbeats meanwhile), so a test can act while they are in flight."""
+
+    name = "slow-regenerations"
+    SECONDS = 600.0
+
+    async def clip(self, request: GenerateClipInput, start_frame: bytes) -> GeneratedClip:
+        if request.action.name == REFUSED_ACTION and request.take > 0:
+            await asyncio.sleep(self.SECONDS)
+        return await super().clip(request, start_frame)
+
+    async def edit_frame(self, request: EditFrameInput, source: bytes) -> list[GeneratedImage]:
+        if request.action.name == REFUSED_ACTION:
+            await asyncio.sleep(self.SECONDS)
+        return await super().edit_frame(request, source)
+
+
 def standin_generators() -> GeneratorRegistry:
     """The built-in backends plus the stand-ins of this module."""
     registry = builtin_generators()
-    for generator in (RefusesStartFrame, RefusesClip, ThrottledOnce):
+    for generator in (RefusesStartFrame, RefusesClip, ThrottledOnce, SlowRegenerations):
         registry.register(generator.name, generator)
     return registry

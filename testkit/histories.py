@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from pydantic import TypeAdapter
 from temporalio import activity, workflow
-from temporalio.client import Client, WorkflowHistory
+from temporalio.client import Client, WorkflowHistory, WorkflowUpdateStage
 from temporalio.testing import WorkflowEnvironment
 
 from activities.assemble import AssemblyActivities
@@ -44,7 +44,7 @@ from core.versioning import Role, set_current, worker_deployment, worker_version
 from gpu_activity_worker.activities import MattingActivities
 from gpu_activity_worker.matting import decode_rgba
 from gpu_activity_worker.settings import GpuWorkerSettings
-from testkit.generator_standins import RefusesClip, RefusesStartFrame, standin_generators
+from testkit.generator_standins import RefusesClip, RefusesStartFrame, SlowRegenerations, standin_generators
 from testkit.images import sticker_png
 from testkit.servers import (
     UNVERSIONED,
@@ -58,6 +58,7 @@ from workflows.contract import (
     ORCHESTRATION_TASK_QUEUE,
     WORKFLOW_TYPE,
     ActionStage,
+    DropActionInput,
     EmojiSetInput,
     EmojiSetState,
     ExportTarget,
@@ -355,6 +356,21 @@ async def stabilised(stack: Stack, set_id: str) -> list[str]:
     return await _approve(stack, set_id)
 
 
+async def drop_action(stack: Stack, set_id: str) -> list[str]:
+    await _start(stack, set_id, review=AUTO_START, actions=["wave", "heart", "nod"], generator=SlowRegenerations.name)
+    await wait_for_phase(stack.sets, set_id, Phase.AWAITING_REVIEW)
+    await stack.sets.regenerate_action(RegenerateActionInput(emoji="heart", motion_prompt="slowly"), set_id=set_id)
+    edit = await stack.client.get_workflow_handle(set_id).start_update(
+        "regenerate_frame",
+        RegenerateFrameInput(emoji="heart", frame=0, prompt="a bigger heart"),
+        wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+    )
+    await stack.sets.drop_action(DropActionInput(action="heart", reviewer="ana", reason="off-brand"), set_id=set_id)
+    await _failed(edit.result())
+    await stack.sets.drop_action(DropActionInput(action="nod", force=True), set_id=set_id)
+    return await _approve(stack, set_id)
+
+
 def _cancel_at(phase: Phase, **fields: Any) -> Drive:
     async def drive(stack: Stack, set_id: str) -> list[str]:
         await _start(stack, set_id, **fields)
@@ -496,6 +512,13 @@ SCENARIOS = [
         "temporal stabilise: stabilise_emoji after matting and again after a pick by hand; approved",
         "dev",
         stabilised,
+    ),
+    Scenario(
+        "drop-action",
+        "at the final review, heart's new take and frame edit in flight: drop_action stops both (the edit fails as "
+        "dropped), nod dropped with force; approved with wave alone",
+        "dev",
+        drop_action,
     ),
     Scenario(
         "cancel-character-review",

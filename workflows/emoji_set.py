@@ -19,31 +19,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Coroutine
-from datetime import timedelta
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, CancelledError
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     import pydantic
 
-    from workflows import keys, picking, progress
+    from workflows import calls, keys, picking, progress
     from workflows import search_attributes as sa
+    from workflows.action_work import ActionWork
     from workflows.contract import (
-        GPU_TASK_QUEUE,
-        HEARTBEAT_TIMEOUT,
         MAX_CANDIDATES_PER_FRAME_TOTAL,
         MAX_CANDIDATES_PER_SET,
         MAX_MATTE_VERSIONS,
         MAX_TAKES_PER_ACTION_TOTAL,
-        NON_RETRYABLE_FAILURES,
         UPGRADE_CHECK_INTERVAL,
         WORKFLOW_TYPE,
         ActionStage,
         ActionState,
-        ActivityName,
         ApproveCharacterInput,
         ApproveInput,
         ApproveStartFramesInput,
@@ -55,13 +50,13 @@ with workflow.unsafe.imports_passed_through():
         CharacterRef,
         CheckExportsInput,
         CheckGeneratorInput,
-        ClipOutput,
         ContactSheetInput,
         DeadlinePolicy,
         DescribePipelineInput,
+        DropActionInput,
+        DroppedAction,
         EditFrameInput,
         EmojiFramesRef,
-        EmojiOutput,
         EmojiSetInput,
         EmojiSetResult,
         EmojiSetState,
@@ -77,7 +72,6 @@ with workflow.unsafe.imports_passed_through():
         GenerateStartFrameInput,
         ImageCandidate,
         MatteSlotInput,
-        MatteSlotOutput,
         MatteVersion,
         Phase,
         PickCandidateInput,
@@ -85,43 +79,21 @@ with workflow.unsafe.imports_passed_through():
         PickSource,
         PickStartFrameInput,
         PickTakeInput,
-        PipelineDescription,
         PrepareUploadInput,
         RefineFrameInput,
         RefineMatteInput,
-        RefineMatteOutput,
         RefineTarget,
         RegenerateActionInput,
         RegenerateFrameInput,
         RegenerateStartFrameInput,
         StabiliseEmojiInput,
-        StabiliseEmojiOutput,
         StagePolicy,
         TakeState,
         TakeStatus,
         TemporalMode,
         UndoRefineInput,
     )
-    from workflows.exports import export_packages, failure_reason
-
-NON_RETRYABLE = sorted(failure.value for failure in NON_RETRYABLE_FAILURES)
-"""Listed in every retry policy: workers raise these non-retryable already; the list also covers an activity that
-reports one of these types without the flag."""
-GENERATE_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=2),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(minutes=1),
-    maximum_attempts=6,
-    non_retryable_error_types=NON_RETRYABLE,
-)
-MATTE_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=30),
-    maximum_attempts=5,
-    non_retryable_error_types=NON_RETRYABLE,
-)
-STEP_RETRY = RetryPolicy(maximum_attempts=3, non_retryable_error_types=NON_RETRYABLE)
+    from workflows.exports import export_packages
 
 MATTE = "matte.png"
 PROGRESS_STEPS = 20
@@ -129,6 +101,9 @@ PROGRESS_STEPS = 20
 
 CLOSED_PHASES = (Phase.ASSEMBLING, Phase.COMPLETED, Phase.CANCELLED, Phase.EXPIRED)
 PRODUCTION_PHASES = (Phase.START_FRAMES, Phase.ANIMATING, Phase.MATTING, Phase.AWAITING_START_FRAME_REVIEW)
+
+
+T = TypeVar("T")
 
 
 class _Expired(Exception):
@@ -158,9 +133,12 @@ class EmojiSetWorkflow:
         self._approval: ApproveInput | None = None
         self._cancellation: CancelInput | None = None
         self._busy = 0
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._work = {action.name: ActionWork(action.name) for action in self._state.actions}
+        """Each action's work in flight, by action name: what stops when it is dropped."""
         self._matting_slots = asyncio.Semaphore(input.max_parallel_matting)
         self._reserved: dict[tuple[str, int], int] = {}
+        self._dropping: dict[str, None] = {}
+        """The actions being dropped (their export targets checked, then their work stopped)."""
         self._refining: set[tuple[str, int, int]] = set()
         """(emoji, frame, candidate) of the cut-outs a refine_frame is changing right now."""
         self._published: tuple[Any, ...] | None = None
@@ -189,11 +167,12 @@ class EmojiSetWorkflow:
         await workflow.wait_condition(lambda: task.done() or self._cancellation is not None)
         if task.done():
             return task.result()
-        for running in [task, *self._tasks]:
-            running.cancel()
-        for running in [task, *self._tasks]:
+        running = [task, *(spawned for work in self._work.values() for spawned in work.background())]
+        for each in running:
+            each.cancel()
+        for each in running:
             with contextlib.suppress(asyncio.CancelledError, ActivityError, _Expired):
-                await running
+                await each
         return Phase.CANCELLED
 
     # --- Queries and messages ------------------------------------------------------------------------------------
@@ -287,7 +266,7 @@ class EmojiSetWorkflow:
         the action once they are made."""
         action = self._require_action(request.action)
         count = request.candidates or self._state.input.start_frame_candidates
-        await self._busy_with(self._start_frames(action, count, request.prompt))
+        await self._work[action.name].run(self._busy_with(self._start_frames(action, count, request.prompt)))
         return action
 
     @regenerate_start_frame.validator
@@ -367,7 +346,7 @@ class EmojiSetWorkflow:
         action.takes.append(take)
         if action.stage is not ActionStage.READY:
             action.stage, action.error = ActionStage.ANIMATING, None
-        self._spawn(self._take(action, take))
+        self._spawn(action, self._take(action, take))
         self._publish()
         return take
 
@@ -393,7 +372,7 @@ class EmojiSetWorkflow:
         action = self._require_action(request.emoji)
         frame = action.frames[request.frame]
         count = request.candidates or self._state.input.start_frame_candidates
-        await self._busy_with(self._edit_frame(action, frame, count, request.prompt))
+        await self._work[action.name].run(self._busy_with(self._edit_frame(action, frame, count, request.prompt)))
         return frame
 
     @regenerate_frame.validator
@@ -417,7 +396,7 @@ class EmojiSetWorkflow:
         in the picks of the emoji's later frames); each refined candidate becomes its slot's pick by hand."""
         action = self._require_action(request.emoji)
         frame = action.frames[request.frame]
-        await self._busy_with(self._refine(action, frame, request))
+        await self._work[action.name].run(self._busy_with(self._refine(action, frame, request)))
         return frame
 
     @refine_frame.validator
@@ -466,6 +445,59 @@ class EmojiSetWorkflow:
             raise ValueError(
                 f"{request.emoji} frame {request.frame} candidate {request.candidate} has no refinement to undo"
             )
+
+    @workflow.update(
+        unfinished_policy=workflow.HandlerUnfinishedPolicy.ABANDON,
+        description='Take an emoji out of the set, its work in flight stopped: {"action": "cry", "reviewer": "ana"}; '
+        '"force": true drops it even when a platform target then refuses the set (LINE takes 8 to 40 emoji).',
+    )
+    async def drop_action(self, request: DropActionInput) -> DroppedAction:
+        """Stop everything the action has in flight (its start frames, takes, matting, a reviewer's regeneration or
+        refinement of it) and take it out of the set; the set's export targets are checked again for the new size.
+        Its files stay in the store."""
+        action = self._require_action(request.action)  # before it counts as being dropped
+        self._dropping[action.name] = None
+        try:
+            return await self._busy_with(self._drop(action, request))
+        finally:
+            del self._dropping[action.name]
+
+    @drop_action.validator
+    def _validate_drop_action(self, request: DropActionInput) -> None:
+        self._require_open("drops")
+        self._require_action(request.action)
+        if not [a for a in self._state.actions if a.name != request.action and a.name not in self._dropping]:
+            raise ValueError(f"{request.action} is the set's last emoji: cancel the set instead")
+
+    async def _drop(self, action: ActionState, request: DropActionInput) -> DroppedAction:
+        state = self._state
+        left = len([kept for kept in state.actions if kept.name not in self._dropping])
+        refusals = await calls.outcome(
+            calls.check_exports(
+                CheckExportsInput(targets=state.input.export_targets, emojis=left),
+                summary=f"check export targets for {left} emoji, without {action.name}",
+            )
+        )
+        if isinstance(refusals, calls.Failed):
+            raise refusals.error
+        refused_before = {refusal.partition(":")[0] for refusal in state.export_refusals}
+        newly = [refusal for refusal in refusals if refusal.partition(":")[0] not in refused_before]
+        if newly and not request.force:
+            raise FailureType.INVALID_REQUEST.error(
+                f"{action.name} was not dropped: the set would have {left} emoji and then "
+                f"{'; '.join(newly)}. Regenerate it instead, or drop it with force (those packages are then refused)"
+            )
+        # Out of the set first, so nothing (a deadline's approval, a message) reaches it while its work stops.
+        state.actions = [kept for kept in state.actions if kept is not action]
+        dropped = DroppedAction(
+            action=action.name, dropped_by=request.reviewer or "reviewer", reason=request.reason or None
+        )
+        state.dropped.append(dropped)
+        state.export_refusals = refusals
+        state.notice = None
+        self._publish()
+        await self._work[action.name].stop()
+        return dropped
 
     @workflow.update(description='Assemble the set with the current picks: {"reviewer": "ana"}.')
     def approve(self, approval: ApproveInput) -> None:
@@ -518,7 +550,7 @@ class EmojiSetWorkflow:
         if all(action.stage is ActionStage.START_FRAME and not action.start_frames for action in state.actions):
             state.phase = Phase.START_FRAMES
             for action in state.actions:
-                self._spawn(self._start_frames(action, state.input.start_frame_candidates, None))
+                self._spawn(action, self._start_frames(action, state.input.start_frame_candidates, None))
         while True:
             await workflow.wait_condition(lambda: self._busy == 0 or bool(self._awaiting_start_frames()))
             if not self._awaiting_start_frames():
@@ -535,40 +567,24 @@ class EmojiSetWorkflow:
         """Fail fast on an unknown generator or matting pipeline, asked where they live, before any work; note the
         platform targets that will not take a set of this size (LINE emoji: 8 to 40)."""
         input = self._state.input
-        try:
-            description, _, refusals = await asyncio.gather(
-                workflow.execute_activity(
-                    ActivityName.DESCRIBE_PIPELINE,
+        checks = await calls.outcome(
+            asyncio.gather(
+                calls.describe_pipeline(
                     DescribePipelineInput(pipeline=input.matting_pipeline, temporal=input.temporal),
-                    task_queue=GPU_TASK_QUEUE,
-                    result_type=PipelineDescription,
-                    start_to_close_timeout=timedelta(minutes=10),
-                    heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                    retry_policy=STEP_RETRY,
                     summary=f"check matting pipeline {input.matting_pipeline}",
                 ),
-                workflow.execute_activity(
-                    ActivityName.CHECK_GENERATOR,
-                    CheckGeneratorInput(generator=input.generator),
-                    start_to_close_timeout=timedelta(minutes=1),
-                    heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                    retry_policy=STEP_RETRY,
-                    summary=f"check generator {input.generator}",
+                calls.check_generator(
+                    CheckGeneratorInput(generator=input.generator), summary=f"check generator {input.generator}"
                 ),
-                workflow.execute_activity(
-                    ActivityName.CHECK_EXPORTS,
+                calls.check_exports(
                     CheckExportsInput(targets=input.export_targets, emojis=len(self._state.actions)),
-                    result_type=list[str],
-                    start_to_close_timeout=timedelta(minutes=1),
-                    heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                    retry_policy=STEP_RETRY,
                     summary=f"check export targets {', '.join(input.export_targets)}",
                 ),
             )
-        except ActivityError as err:
-            if isinstance(err.cause, CancelledError):
-                raise
-            raise FailureType.INVALID_REQUEST.error(failure_reason(err)) from err
+        )
+        if isinstance(checks, calls.Failed):
+            raise FailureType.INVALID_REQUEST.error(checks.reason) from checks.error
+        description, _, refusals = checks
         self._state.pipeline_info = f"{description.pipeline} on {description.device} ({description.precision})"
         self._state.export_refusals = refusals
 
@@ -578,23 +594,18 @@ class EmojiSetWorkflow:
         nothing else has been done yet."""
         state, input = self._state, self._state.input
         self._set_phase(Phase.CHARACTER)
-        try:
-            if input.character_image is not None:
-                cleaned = await workflow.execute_activity(
-                    ActivityName.PREPARE_UPLOAD,
+        made: ArtifactRef | GeneratedImages | calls.Failed
+        if input.character_image is not None:
+            made = await calls.outcome(
+                calls.prepare_upload(
                     PrepareUploadInput(set_id=state.set_id, upload=input.character_image, size=input.image_size),
-                    result_type=ArtifactRef,
-                    start_to_close_timeout=timedelta(minutes=2),
-                    heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                    retry_policy=STEP_RETRY,
                     summary="clean the uploaded character",
                 )
-                state.character.candidates = [ImageCandidate(index=0, image=cleaned)]
-                state.character.uploaded = True
-            else:
-                assert input.character_prompt is not None  # the input has one or the other
-                output = await workflow.execute_activity(
-                    ActivityName.GENERATE_CHARACTER,
+            )
+        else:
+            assert input.character_prompt is not None  # the input has one or the other
+            made = await calls.outcome(
+                calls.generate_character(
                     GenerateCharacterInput(
                         set_id=state.set_id,
                         prompt=input.character_prompt,
@@ -605,19 +616,18 @@ class EmojiSetWorkflow:
                         size=input.image_size,
                         seed=input.seed,
                     ),
-                    result_type=GeneratedImages,
-                    start_to_close_timeout=timedelta(minutes=10),
-                    heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                    retry_policy=GENERATE_RETRY,
                     summary=f"generate {input.character_candidates} character candidates",
                 )
-                state.character.candidates = [ImageCandidate(index=c.index, image=c.image) for c in output.candidates]
-        except ActivityError as err:
-            if isinstance(err.cause, CancelledError):
-                raise
-            state.character.error = failure_reason(err)
-            message = f"the character could not be made: {state.character.error}"
-            raise FailureType.INVALID_REQUEST.error(message) from err
+            )
+        if isinstance(made, calls.Failed):
+            state.character.error = made.reason
+            message = f"the character could not be made: {made.reason}"
+            raise FailureType.INVALID_REQUEST.error(message) from made.error
+        if isinstance(made, ArtifactRef):
+            state.character.candidates = [ImageCandidate(index=0, image=made)]
+            state.character.uploaded = True
+        else:
+            state.character.candidates = [ImageCandidate(index=c.index, image=c.image) for c in made.candidates]
         state.character.pick, state.character.picked_by = state.character.candidates[0].index, PickSource.AUTO
         if input.review.character is StagePolicy.HUMAN and not state.character.uploaded:
             self._set_phase(Phase.AWAITING_CHARACTER_REVIEW)
@@ -632,9 +642,8 @@ class EmojiSetWorkflow:
         first = len(action.start_frames)
         action.stage, action.error = ActionStage.START_FRAME, None
         self._publish()
-        try:
-            output = await workflow.execute_activity(
-                ActivityName.GENERATE_START_FRAME,
+        output = await calls.outcome(
+            calls.generate_start_frame(
                 GenerateStartFrameInput(
                     set_id=self._state.set_id,
                     action=action.action,
@@ -647,17 +656,12 @@ class EmojiSetWorkflow:
                     size=input.image_size,
                     seed=input.seed,
                 ),
-                result_type=GeneratedImages,
-                start_to_close_timeout=timedelta(minutes=10),
-                heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                retry_policy=GENERATE_RETRY,
                 summary=f"start frames {first}-{first + count - 1} for {action.name}",
             )
-        except ActivityError as err:
-            if isinstance(err.cause, CancelledError):
-                raise
+        )
+        if isinstance(output, calls.Failed):
             action.stage = ActionStage.WAITING_FOR_PROMPT
-            action.error = f"start frame failed: {failure_reason(err)}"
+            action.error = f"start frame failed: {output.reason}"
             self._publish()
             return
         action.start_frames += [ImageCandidate(index=c.index, image=c.image, prompt=prompt) for c in output.candidates]
@@ -673,7 +677,7 @@ class EmojiSetWorkflow:
         action.stage = ActionStage.ANIMATING
         action.takes = [TakeState(index=i) for i in range(self._state.input.takes_per_action)]
         for take in action.takes:
-            self._spawn(self._take(action, take))
+            self._spawn(action, self._take(action, take))
         self._publish()
 
     def _approve_waiting_start_frames(self) -> None:
@@ -682,54 +686,9 @@ class EmojiSetWorkflow:
 
     async def _take(self, action: ActionState, take: TakeState) -> None:
         """One take: its clip, its frames, then every slot's new candidates matted."""
-        input, set_id = self._state.input, self._state.set_id
-        start_frame = action.start_frame()
-        assert start_frame is not None  # approved
-        try:
-            clip = await workflow.execute_activity(
-                ActivityName.GENERATE_CLIP,
-                GenerateClipInput(
-                    set_id=set_id,
-                    action=action.action,
-                    character=self._character_ref(),
-                    start_frame=start_frame.image,
-                    motion_prompt=take.motion_prompt or action.action.motion_prompt,
-                    take=take.index,
-                    seconds=input.clip_seconds,
-                    fps=input.clip_fps,
-                    generator=input.generator,
-                    size=input.image_size,
-                    seed=input.seed,
-                ),
-                result_type=ClipOutput,
-                start_to_close_timeout=timedelta(minutes=30),
-                heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                retry_policy=GENERATE_RETRY,
-                summary=f"clip of {action.name} take {take.index}",
-            )
-            take.clip, take.status = clip.clip, TakeStatus.EXTRACTING
-            self._publish()
-            frames = await workflow.execute_activity(
-                ActivityName.EXTRACT_FRAMES,
-                ExtractFramesInput(
-                    set_id=set_id,
-                    action=action.name,
-                    take=take.index,
-                    clip=clip.clip,
-                    frames=input.frames_per_emoji,
-                    neighbours=input.neighbours,
-                    size=input.image_size,
-                ),
-                result_type=ExtractFramesOutput,
-                start_to_close_timeout=timedelta(minutes=5),
-                heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                retry_policy=STEP_RETRY,
-                summary=f"frames of {action.name} take {take.index}",
-            )
-        except ActivityError as err:
-            if isinstance(err.cause, CancelledError):
-                raise
-            take.status, take.error = TakeStatus.FAILED, failure_reason(err)
+        frames = await self._animate(action, take)
+        if isinstance(frames, calls.Failed):
+            take.status, take.error = TakeStatus.FAILED, frames.reason
             self._settle(action)
             return
         take.status, take.source_frames, take.fps, take.loop = (
@@ -762,13 +721,54 @@ class EmojiSetWorkflow:
         )
         self._settle(action)
 
+    async def _animate(self, action: ActionState, take: TakeState) -> ExtractFramesOutput | calls.Failed:
+        """The take's clip, then its frames."""
+        input, set_id = self._state.input, self._state.set_id
+        start_frame = action.start_frame()
+        assert start_frame is not None  # approved
+        clip = await calls.outcome(
+            calls.generate_clip(
+                GenerateClipInput(
+                    set_id=set_id,
+                    action=action.action,
+                    character=self._character_ref(),
+                    start_frame=start_frame.image,
+                    motion_prompt=take.motion_prompt or action.action.motion_prompt,
+                    take=take.index,
+                    seconds=input.clip_seconds,
+                    fps=input.clip_fps,
+                    generator=input.generator,
+                    size=input.image_size,
+                    seed=input.seed,
+                ),
+                summary=f"clip of {action.name} take {take.index}",
+            )
+        )
+        if isinstance(clip, calls.Failed):
+            return clip
+        take.clip, take.status = clip.clip, TakeStatus.EXTRACTING
+        self._publish()
+        return await calls.outcome(
+            calls.extract_frames(
+                ExtractFramesInput(
+                    set_id=set_id,
+                    action=action.name,
+                    take=take.index,
+                    clip=clip.clip,
+                    frames=input.frames_per_emoji,
+                    neighbours=input.neighbours,
+                    size=input.image_size,
+                ),
+                summary=f"frames of {action.name} take {take.index}",
+            )
+        )
+
     async def _edit_frame(self, action: ActionState, frame: FrameState, count: int, prompt: str) -> None:
         input = self._state.input
         base = frame.picked() or frame.candidates[0]
         first = self._reserve(action, frame, count)
-        try:
-            output = await workflow.execute_activity(
-                ActivityName.EDIT_FRAME,
+        output = await calls.outcome(
+            calls.edit_frame(
                 EditFrameInput(
                     set_id=self._state.set_id,
                     action=action.action,
@@ -784,16 +784,11 @@ class EmojiSetWorkflow:
                     size=input.image_size,
                     seed=input.seed,
                 ),
-                result_type=GeneratedImages,
-                start_to_close_timeout=timedelta(minutes=10),
-                heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                retry_policy=GENERATE_RETRY,
                 summary=f"edit {action.name} frame {frame.index}: candidates {first}-{first + count - 1}",
             )
-        except ActivityError as err:
-            if isinstance(err.cause, CancelledError):
-                raise
-            frame.error = f"frame edit failed: {failure_reason(err)}"
+        )
+        if isinstance(output, calls.Failed):
+            frame.error = f"frame edit failed: {output.reason}"
             self._refresh(action)
             return
         new = [Candidate(index=c.index, source=c.image, prompt=prompt) for c in output.candidates]
@@ -819,23 +814,15 @@ class EmojiSetWorkflow:
             output_keys=[keys.candidate_key(set_id, action.name, frame.index, c.index, MATTE) for c in candidates],
         )
         async with self._matting_slots:
-            try:
-                output = await workflow.execute_activity(
-                    ActivityName.MATTE_SLOT,
-                    request,
-                    task_queue=GPU_TASK_QUEUE,
-                    result_type=MatteSlotOutput,
-                    start_to_close_timeout=timedelta(minutes=10),
-                    heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                    retry_policy=MATTE_RETRY,
-                    summary=f"matte {action.name} frame {frame.index}: {len(candidates)} candidates",
+            output = await calls.outcome(
+                calls.matte_slot(
+                    request, summary=f"matte {action.name} frame {frame.index}: {len(candidates)} candidates"
                 )
-            except ActivityError as err:
-                if isinstance(err.cause, CancelledError):
-                    raise
+            )
+            if isinstance(output, calls.Failed):
                 for candidate in candidates:
-                    candidate.status, candidate.error = CandidateStatus.FAILED, f"matting failed: {failure_reason(err)}"
-                self._refresh(action)
+                    candidate.status, candidate.error = CandidateStatus.FAILED, f"matting failed: {output.reason}"
+                self._refresh(action)  # before the GPU slot is let go: the order of commands is recorded
                 return
         for candidate, result in zip(candidates, output.results, strict=True):
             if result.output is None:
@@ -871,26 +858,16 @@ class EmojiSetWorkflow:
             f"{len(request.points)} point{'s' if len(request.points) != 1 else ''}"
             + (f", {len(targets) - 1} following frames" if request.following else "")
         )
+        request_input = RefineMatteInput(
+            frames=refine_targets, points=request.points, mode=request.mode, refiner=self._refiner()
+        )
         try:
-            output = await workflow.execute_activity(
-                ActivityName.REFINE_MATTE,
-                RefineMatteInput(
-                    frames=refine_targets, points=request.points, mode=request.mode, refiner=self._refiner()
-                ),
-                task_queue=GPU_TASK_QUEUE,
-                result_type=RefineMatteOutput,
-                start_to_close_timeout=timedelta(minutes=10),
-                heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                retry_policy=MATTE_RETRY,
-                summary=summary,
-            )
-        except ActivityError as err:
-            if isinstance(err.cause, CancelledError):
-                raise
-            raise FailureType.MATTING_FAILED.error(f"{summary} failed: {failure_reason(err)}") from err
+            output = await calls.outcome(calls.refine_matte(request_input, summary=summary))
         finally:
             for slot, candidate in targets:
                 self._refining.discard((action.name, slot.index, candidate.index))
+        if isinstance(output, calls.Failed):
+            raise FailureType.MATTING_FAILED.error(f"{summary} failed: {output.reason}") from output.error
         for (slot, candidate), result in zip(targets, output.frames, strict=True):
             assert candidate.matte is not None
             candidate.versions.append(MatteVersion(matte=candidate.matte, score=candidate.score))
@@ -1010,56 +987,47 @@ class EmojiSetWorkflow:
         state = self._state
         rows = [(action.name, [_picked_matte(frame) for frame in action.frames]) for action in state.actions]
         durations = {action.name: action.action.frame_duration_ms for action in state.actions}
-        sheet_task = workflow.execute_activity(
-            ActivityName.ASSEMBLE_CONTACT_SHEET,
-            ContactSheetInput(set_id=state.set_id, title=_title(state), rows=rows),
-            result_type=ArtifactRef,
-            start_to_close_timeout=timedelta(minutes=5),
-            heartbeat_timeout=HEARTBEAT_TIMEOUT,
-            retry_policy=STEP_RETRY,
-            summary="assemble contact sheet",
+        sheet = calls.assemble_contact_sheet(
+            ContactSheetInput(set_id=state.set_id, title=_title(state), rows=rows), summary="assemble contact sheet"
         )
-        emoji_tasks = [
-            workflow.execute_activity(
-                ActivityName.ASSEMBLE_EMOJI,
-                AssembleEmojiInput(set_id=state.set_id, pose=name, frames=frames, frame_duration_ms=durations[name]),
-                result_type=EmojiOutput,
-                start_to_close_timeout=timedelta(minutes=5),
-                heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                retry_policy=STEP_RETRY,
-                summary=f"assemble {name}",
-            )
-            for name, frames in rows
-        ]
-        if ExportTarget.GENERIC not in state.input.export_targets:
-            emoji_tasks = []
         approved = [
             EmojiFramesRef(pose=name, frames=frames, frame_duration_ms=durations[name]) for name, frames in rows
         ]
-        packages_task = export_packages(state.set_id, state.input.export_targets, approved)
-        sheet, packages, *emojis = await asyncio.gather(sheet_task, packages_task, *emoji_tasks)
+        packages = export_packages(state.set_id, state.input.export_targets, approved)
+        emojis = [
+            calls.assemble_emoji(
+                AssembleEmojiInput(set_id=state.set_id, pose=name, frames=frames, frame_duration_ms=durations[name]),
+                summary=f"assemble {name}",
+            )
+            for name, frames in rows
+            if ExportTarget.GENERIC in state.input.export_targets
+        ]
+        sheet_ref, package_outputs, *emoji_outputs = await asyncio.gather(sheet, packages, *emojis)
         self._set_phase(Phase.COMPLETED)
         return EmojiSetResult(
             set_id=state.set_id,
             status="completed",
             approved_by=state.approved_by,
-            emojis=emojis,
-            contact_sheet=sheet,
-            packages=packages,
+            emojis=emoji_outputs,
+            contact_sheet=sheet_ref,
+            packages=package_outputs,
         )
 
     # --- State helpers -------------------------------------------------------------------------------------------
 
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        """Run production work in the background, counted as busy until it ends."""
-        task = asyncio.create_task(self._busy_with(work))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    def _spawn(self, action: ActionState, work: Coroutine[Any, Any, None]) -> None:
+        """Run an action's production work in the background, counted as busy until it ends (a dropped action's
+        work never starts)."""
+        owner = self._work[action.name]
+        if owner.stopping:
+            work.close()
+            return
+        owner.spawn(self._busy_with(work))
 
-    async def _busy_with(self, work: Awaitable[None]) -> None:
+    async def _busy_with(self, work: Awaitable[T]) -> T:
         self._busy += 1
         try:
-            await work
+            return await work
         finally:
             self._busy -= 1
             self._publish()
@@ -1132,7 +1100,7 @@ class EmojiSetWorkflow:
         if digest is None or (action.name, digest) in self._stabilising:
             return
         self._stabilising.add((action.name, digest))
-        self._spawn(self._stabilise(action, digest))
+        self._spawn(action, self._stabilise(action, digest))
 
     async def _stabilise(self, action: ActionState, digest: str) -> None:
         """Stabilise the emoji's picks (one GPU activity) and show the result, if the picks are still the same. A
@@ -1145,27 +1113,17 @@ class EmojiSetWorkflow:
             mattes=[picked.matte for picked in picks if picked is not None and picked.matte is not None],
             output_keys=[keys.stabilised_key(set_id, action.name, digest, frame.index) for frame in action.frames],
         )
+        summary = f"stabilise {action.name}: {len(action.frames)} frames ({mode.value})"
         try:
-            output = await workflow.execute_activity(
-                ActivityName.STABILISE_EMOJI,
-                request,
-                task_queue=GPU_TASK_QUEUE,
-                result_type=StabiliseEmojiOutput,
-                start_to_close_timeout=timedelta(minutes=10),
-                heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                retry_policy=MATTE_RETRY,
-                summary=f"stabilise {action.name}: {len(action.frames)} frames ({mode.value})",
-            )
-        except ActivityError as err:
-            if isinstance(err.cause, CancelledError):
-                raise
-            if self._picks_digest(action) == digest:
-                self._state.notice = (
-                    f"{action.name} keeps its frames as matted: stabilising them failed: {failure_reason(err)}"
-                )
-            return
+            output = await calls.outcome(calls.stabilise_emoji(request, summary=summary))
         finally:
             self._stabilising.discard((action.name, digest))
+        if isinstance(output, calls.Failed):
+            if self._picks_digest(action) == digest:
+                self._state.notice = (
+                    f"{action.name} keeps its frames as matted: stabilising them failed: {output.reason}"
+                )
+            return
         if self._picks_digest(action) != digest:
             return  # the picks changed meanwhile: their own stabilisation is under way
         for frame, matte in zip(action.frames, output.mattes, strict=True):
@@ -1209,6 +1167,8 @@ class EmojiSetWorkflow:
             raise ValueError(f"the set is being {'approved' if self._approval else 'cancelled'}: {what} are closed")
 
     def _require_action(self, name: str) -> ActionState:
+        if name in self._dropping:
+            raise ValueError(f"{name} is being dropped from the set")
         action = self._state.action(name)
         if action is None:
             raise ValueError(f"unknown emoji {name!r}; this set has {[a.name for a in self._state.actions]}")

@@ -8,28 +8,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.contract import (
-        HEARTBEAT_TIMEOUT,
-        NON_RETRYABLE_FAILURES,
-        ActivityName,
-        EmojiFramesRef,
-        ExportPackageInput,
-        ExportTarget,
-        FailureType,
-        PackageOutput,
-    )
-
-KNOWN_FAILURES = frozenset(failure.value for failure in FailureType)
-EXPORT_RETRY = RetryPolicy(
-    maximum_attempts=3, non_retryable_error_types=sorted(failure.value for failure in NON_RETRYABLE_FAILURES)
-)
+    from workflows import calls
+    from workflows.contract import EmojiFramesRef, ExportPackageInput, ExportTarget, PackageOutput
 
 
 async def export_packages(
@@ -41,30 +25,11 @@ async def export_packages(
 
 
 async def _export(set_id: str, target: ExportTarget, emojis: list[EmojiFramesRef]) -> PackageOutput:
-    try:
-        return await workflow.execute_activity(
-            ActivityName.EXPORT_PACKAGE,
-            ExportPackageInput(set_id=set_id, target=target, emojis=emojis),
-            result_type=PackageOutput,
-            start_to_close_timeout=timedelta(minutes=10),
-            heartbeat_timeout=HEARTBEAT_TIMEOUT,
-            retry_policy=EXPORT_RETRY,
-            summary=f"export {target.value} package",
+    package = await calls.outcome(
+        calls.export_package(
+            ExportPackageInput(set_id=set_id, target=target, emojis=emojis), summary=f"export {target.value} package"
         )
-    except ActivityError as err:
-        if isinstance(err.cause, CancelledError):
-            raise
-        return PackageOutput(target=target, error=failure_reason(err))
-
-
-def failure_reason(err: FailureError) -> str:
-    """The message a person can act on: the first failure of the vocabulary in the error's chain (a worker's own
-    words, not the library error it was raised from), else the innermost failure."""
-    cause: BaseException = err
-    while isinstance(cause, FailureError):
-        if isinstance(cause, ApplicationError) and cause.type in KNOWN_FAILURES:
-            return str(cause) or cause.type
-        if cause.cause is None:
-            break
-        cause = cause.cause
-    return str(cause) or type(cause).__name__
+    )
+    if isinstance(package, calls.Failed):
+        return PackageOutput(target=target, error=package.reason)
+    return package

@@ -35,6 +35,9 @@ def details_markdown(state: EmojiSetState) -> str:
             f" | {sum(f.picked_by is PickSource.HUMAN for f in action.frames)}"
             f" | {sum(f.edits for f in action.frames)} |"
         )
+    for dropped in state.dropped:
+        why = f" ({dropped.reason})" if dropped.reason else ""
+        lines.append(f"| ~~{dropped.action}~~ | dropped by {dropped.dropped_by}{why} | | | | | | |")
     waiting = [f"{a.name}: {a.error}" for a in state.actions if a.stage is ActionStage.WAITING_FOR_PROMPT]
     waiting += [f"{a.name}#{f.index}: {f.error}" for a, f in state.frames() if f.status is FrameStatus.FAILED]
     if waiting:

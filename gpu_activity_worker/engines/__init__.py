@@ -14,12 +14,8 @@ import importlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from gpu_activity_worker.engines.base import (
-    InvalidPipelineError,
-    StepFactory,
-    StepRole,
-    UnknownPipelineError,
-)
+from gpu_activity_worker.engines.base import StepFactory, StepRole
+from gpu_activity_worker.vocabulary import InvalidPipelineError, UnknownPipelineError
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,9 @@ must be thread-safe, which in practice means it never mutates the step or the st
 :class:`MatteState` and returns a new one with more filled in.
 
 Images inside a pipeline are float32 in [0, 1]; the pipeline converts to and from uint8 at its edges.
+
+The failures a step raises (:class:`~gpu_activity_worker.vocabulary.MattingError` and its kinds) and the device
+and precision names are the GPU side's shared vocabulary, :mod:`gpu_activity_worker.vocabulary`.
 """
 
 from __future__ import annotations
@@ -14,14 +17,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import ClassVar, Literal, Protocol
+from typing import Protocol
 
 import numpy as np
 
-from workflows.contract import FailureType
-
-Device = Literal["auto", "cpu", "cuda"]
-Precision = Literal["auto", "fp32", "fp16", "bf16"]
+from gpu_activity_worker.vocabulary import Device, Precision
 
 TOLERANCE_FLOOR = 0.05
 """Smallest colour distance (RGB in [0, 1]) that counts as 'not the background', whatever the measured noise."""
@@ -29,41 +29,6 @@ TOLERANCE_FLOOR = 0.05
 NOISE_TO_TOLERANCE = 4.0
 """Tolerance per unit of measured noise: 4 median residual distances is about 6 per-channel standard deviations of
 Gaussian noise, so a pure background pixel almost never exceeds it."""
-
-
-class MattingError(Exception):
-    """A matting pipeline could not produce a cut-out; ``failure_type`` is how activities and jobs report it."""
-
-    failure_type: ClassVar[FailureType] = FailureType.MATTING_FAILED
-
-
-class UnsupportedImageError(MattingError):
-    """The image is outside what a step can handle (e.g. a textured background for the classical engine).
-
-    Retrying the same image gives the same error; another pipeline (a model engine) may succeed.
-    """
-
-    failure_type = FailureType.UNSUPPORTED_IMAGE
-
-
-class CorruptImageError(MattingError):
-    """The source bytes are not a readable image."""
-
-    failure_type = FailureType.CORRUPT_IMAGE
-
-
-class PipelineError(MattingError, ValueError):
-    """A pipeline name is not usable. Raised before any work, so a caller can reject the request up front."""
-
-    failure_type = FailureType.UNKNOWN_PIPELINE
-
-
-class UnknownPipelineError(PipelineError):
-    """A pipeline names a step that no engine provides."""
-
-
-class InvalidPipelineError(PipelineError):
-    """A pipeline's steps exist but do not fit together (bad syntax, unknown variant, a refiner with no coarse step)."""
 
 
 class StepRole(StrEnum):
@@ -128,24 +93,6 @@ class MatteState:
     alpha: np.ndarray | None = None
     foreground: np.ndarray | None = None
     background: Background | None = None
-
-
-@dataclass(frozen=True)
-class MatteResult:
-    """A finished cut-out.
-
-    Attributes:
-        rgba: uint8 HxWx4, straight (unpremultiplied) colour. After ``defringe``, RGB holds the foreground colour
-            even where alpha is 0, so resampling or compositing never pulls in the old background.
-        alpha: float32 HxW in [0, 1], the alpha before quantisation to uint8.
-        device: Where the pipeline ran, e.g. ``cpu`` or ``cuda+cpu`` (distinct step devices in step order).
-        precision: Numeric precision, e.g. ``fp32`` or ``fp16+fp32``.
-    """
-
-    rgba: np.ndarray
-    alpha: np.ndarray
-    device: str
-    precision: str
 
 
 class MattingStep(Protocol):

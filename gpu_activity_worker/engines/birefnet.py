@@ -56,7 +56,8 @@ from transformers import AutoConfig, AutoModelForImageSegmentation, PretrainedCo
 from transformers.dynamic_module_utils import get_class_from_dynamic_module
 
 from gpu_activity_worker.device import autocast, torch_device, torch_precision
-from gpu_activity_worker.engines.base import InvalidPipelineError, MatteState, StepContext
+from gpu_activity_worker.engines.base import MatteState, StepContext
+from gpu_activity_worker.vocabulary import InvalidPipelineError
 from gpu_activity_worker.weights import WeightsMissingError, require
 
 logger = logging.getLogger(__name__)

@@ -6,7 +6,7 @@
    pixels from the surface is the background noise, which sets the colour tolerance
    (:attr:`~gpu_activity_worker.engines.base.Background.tolerance`), so noisy or JPEG backgrounds get a wider one.
    If too few ring pixels fit, or the noise is high (a texture or a photo), the image is not for this engine and
-   :class:`~gpu_activity_worker.engines.base.UnsupportedImageError` says so.
+   :class:`~gpu_activity_worker.vocabulary.UnsupportedImageError` says so.
 2. Coarse mask. A pixel is background-coloured when within tolerance of the surface; the background is the
    background-coloured pixels 4-connected to the frame border, everything else is the subject. 4-connectivity keeps
    the fill from leaking diagonally through a thin anti-aliased outline. An enclosed background-coloured area is
@@ -40,14 +40,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import ndimage
 
-from gpu_activity_worker.engines.base import (
-    NOISE_TO_TOLERANCE,
-    TOLERANCE_FLOOR,
-    Background,
-    MatteState,
-    StepContext,
-    UnsupportedImageError,
-)
+from gpu_activity_worker.engines.base import NOISE_TO_TOLERANCE, TOLERANCE_FLOOR, Background, MatteState, StepContext
+from gpu_activity_worker.vocabulary import UnsupportedImageError
 
 RING_WIDTH = 2
 """Width in pixels of the frame border the background is first fitted on."""

@@ -39,7 +39,8 @@ from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, I
 from PIL import Image
 
 from gpu_activity_worker.device import onnx_providers
-from gpu_activity_worker.engines.base import InvalidPipelineError, MatteState, MattingError, StepContext
+from gpu_activity_worker.engines.base import MatteState, StepContext
+from gpu_activity_worker.vocabulary import InvalidPipelineError, MattingError
 from gpu_activity_worker.weights import WeightsMissingError, require
 
 SESSIONS = frozenset({"u2net", "u2netp", "isnet-anime", "birefnet-general", "birefnet-general-lite"})

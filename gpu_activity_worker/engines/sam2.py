@@ -51,7 +51,8 @@ from sam2.sam2_video_predictor import SAM2VideoPredictor
 from scipy import ndimage
 
 from gpu_activity_worker.device import autocast, torch_device, torch_precision
-from gpu_activity_worker.engines.base import InvalidPipelineError, MatteState, StepContext, UnsupportedImageError
+from gpu_activity_worker.engines.base import MatteState, StepContext
+from gpu_activity_worker.vocabulary import InvalidPipelineError, UnsupportedImageError
 from gpu_activity_worker.weights import WeightsMissingError, require
 
 logger = logging.getLogger(__name__)

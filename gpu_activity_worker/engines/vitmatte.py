@@ -31,7 +31,8 @@ from scipy import ndimage
 from transformers import VitMatteForImageMatting, VitMatteImageProcessor
 
 from gpu_activity_worker.device import autocast, torch_device, torch_precision
-from gpu_activity_worker.engines.base import InvalidPipelineError, MatteState, StepContext, UnsupportedImageError
+from gpu_activity_worker.engines.base import MatteState, StepContext
+from gpu_activity_worker.vocabulary import InvalidPipelineError, UnsupportedImageError
 from gpu_activity_worker.weights import require
 
 WEIGHTS = {"small": "vitmatte-small", "base": "vitmatte-base"}

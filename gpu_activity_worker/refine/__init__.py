@@ -35,10 +35,10 @@ from typing import Protocol
 import numpy as np
 
 from core.artifacts import ArtifactStore, get_in_set
-from gpu_activity_worker.engines.base import MattingError
 from gpu_activity_worker.matting import decode_rgb, decode_rgba, encode_png
 from gpu_activity_worker.pipeline import Pipelines
 from gpu_activity_worker.scoring import score_matte
+from gpu_activity_worker.vocabulary import MattingError
 from gpu_activity_worker.weights import WeightsMissingError
 from workflows.contract import (
     FailureType,

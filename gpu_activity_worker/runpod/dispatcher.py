@@ -64,7 +64,6 @@ from core.serve import serve_until_signalled
 from core.settings import ArtifactSettings, DeploymentSettings, ObservabilitySettings, TemporalSettings
 from core.versioning import Role, promote_on_start, worker_deployment
 from gpu_activity_worker.engines import StepRegistry, builtin_steps
-from gpu_activity_worker.engines.base import MattingError
 from gpu_activity_worker.matting import failure_type
 from gpu_activity_worker.pipeline import Pipelines
 from gpu_activity_worker.refine import BUILTIN_SEGMENTERS, FALLBACK, Refiners, refine_matte
@@ -78,6 +77,7 @@ from gpu_activity_worker.runpod.jobs import (
 )
 from gpu_activity_worker.runpod.settings import RunPodSettings
 from gpu_activity_worker.temporal import stabilise_emoji
+from gpu_activity_worker.vocabulary import MattingError
 from workflows.contract import (
     GPU_TASK_QUEUE,
     HEARTBEAT_INTERVAL,

@@ -40,7 +40,6 @@ from core.settings import ArtifactSettings, ObservabilitySettings
 from gpu_activity_worker import matting
 from gpu_activity_worker.batching import Lanes
 from gpu_activity_worker.engines import StepRegistry, builtin_steps
-from gpu_activity_worker.engines.base import MattingError
 from gpu_activity_worker.pipeline import Pipelines
 from gpu_activity_worker.runpod.jobs import (
     INLINE_SCHEME,
@@ -57,6 +56,7 @@ from gpu_activity_worker.runpod.jobs import (
 from gpu_activity_worker.runpod.settings import RunPodSettings
 from gpu_activity_worker.settings import GpuWorkerSettings
 from gpu_activity_worker.slots import GpuGate
+from gpu_activity_worker.vocabulary import MattingError
 from workflows.contract import ArtifactRef, DescribePipelineInput, FailureType, MatteCandidateResult
 
 log = logging.getLogger(__name__)

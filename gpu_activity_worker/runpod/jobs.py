@@ -21,7 +21,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
-from gpu_activity_worker.engines.base import CorruptImageError, UnsupportedImageError
+from gpu_activity_worker.vocabulary import CorruptImageError, UnsupportedImageError
 from workflows.contract import (
     DescribePipelineInput,
     FailureType,

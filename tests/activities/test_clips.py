@@ -37,8 +37,8 @@ from testkit.clips import (
     png_pixels,
     with_matroska_duration,
 )
+from workflows.calls import failure_reason
 from workflows.contract import ExtractFramesInput, FailureType
-from workflows.exports import failure_reason
 
 
 def extract(data: bytes, frames: int = 12, neighbours: int = 2, size: int = 128) -> Extraction:

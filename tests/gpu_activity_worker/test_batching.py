@@ -17,8 +17,9 @@ import torch.nn.functional as F
 
 from gpu_activity_worker.batching import MicroBatcher, OneLaneAtATime
 from gpu_activity_worker.engines import StepRegistry, StepSpec, builtin_steps
-from gpu_activity_worker.engines.base import MatteState, MattingError, StepContext, StepRole, UnsupportedImageError
+from gpu_activity_worker.engines.base import MatteState, StepContext, StepRole
 from gpu_activity_worker.pipeline import Pipelines, StepRef
+from gpu_activity_worker.vocabulary import MattingError, UnsupportedImageError
 
 FILL_BY_COUNT_MS = 10_000.0
 """A wait so long that batches close by count, never by timeout: with a multiple of max_batch callers arriving at

@@ -16,9 +16,10 @@ from transformers import AutoConfig, AutoModelForImageSegmentation
 from transformers.dynamic_module_utils import get_class_from_dynamic_module
 
 from gpu_activity_worker.engines import birefnet, builtin_steps
-from gpu_activity_worker.engines.base import InvalidPipelineError, MatteState, StepContext
+from gpu_activity_worker.engines.base import MatteState, StepContext
 from gpu_activity_worker.engines.birefnet import BiRefNetStep, create_step, load_model
 from gpu_activity_worker.pipeline import Pipelines
+from gpu_activity_worker.vocabulary import InvalidPipelineError
 from gpu_activity_worker.weights import CATALOGUE, WeightsMissingError
 from testkit.model_folders import birefnet_folder
 from testkit.weights import unpinned

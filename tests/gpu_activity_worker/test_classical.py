@@ -23,9 +23,10 @@ from PIL import Image
 from scipy import ndimage
 
 from gpu_activity_worker.engines import builtin_steps
-from gpu_activity_worker.engines.base import MatteState, UnsupportedImageError
+from gpu_activity_worker.engines.base import MatteState
 from gpu_activity_worker.engines.classical import FloodFillStep, fit_background
 from gpu_activity_worker.pipeline import Pipelines
+from gpu_activity_worker.vocabulary import UnsupportedImageError
 from testkit import matting_metrics as metrics
 
 PIPELINES = Pipelines(builtin_steps())

@@ -25,8 +25,9 @@ from core.artifacts import FileArtifactStore
 from gpu_activity_worker.activities import MattingActivities
 from gpu_activity_worker.device import onnx_providers, torch_device, torch_precision
 from gpu_activity_worker.engines import birefnet, builtin_steps, sam2, vitmatte
-from gpu_activity_worker.engines.base import MatteState, Precision, StepContext
+from gpu_activity_worker.engines.base import MatteState, StepContext
 from gpu_activity_worker.pipeline import Pipelines
+from gpu_activity_worker.vocabulary import Precision
 from testkit.model_folders import birefnet_folder, sam2_folder, vitmatte_folder
 from testkit.set_keys import matte_key, source_key
 from testkit.weights import unpinned

@@ -13,8 +13,9 @@ import torch
 
 from gpu_activity_worker.device import autocast, torch_precision
 from gpu_activity_worker.engines import birefnet, vitmatte
-from gpu_activity_worker.engines.base import MatteState, MattingError, StepContext
+from gpu_activity_worker.engines.base import MatteState, StepContext
 from gpu_activity_worker.settings import GpuWorkerSettings
+from gpu_activity_worker.vocabulary import MattingError
 from testkit.model_folders import birefnet_folder, vitmatte_folder
 from testkit.weights import unpinned
 

@@ -27,8 +27,9 @@ from core.artifacts import FileArtifactStore
 from gpu_activity_worker.activities import MattingActivities
 from gpu_activity_worker.batching import Lanes
 from gpu_activity_worker.engines import StepRegistry, StepSpec, builtin_steps
-from gpu_activity_worker.engines.base import MatteState, MattingError, StepContext, StepRole, UnsupportedImageError
+from gpu_activity_worker.engines.base import MatteState, StepContext, StepRole
 from gpu_activity_worker.pipeline import Pipelines
+from gpu_activity_worker.vocabulary import MattingError, UnsupportedImageError
 from testkit.held_step import HeldStep
 from testkit.images import sticker_png
 from testkit.set_keys import matte_key, source_key

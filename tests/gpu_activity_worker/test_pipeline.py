@@ -11,16 +11,9 @@ import numpy as np
 import pytest
 
 from gpu_activity_worker.engines import StepRegistry, StepSpec, builtin_steps
-from gpu_activity_worker.engines.base import (
-    InvalidPipelineError,
-    MatteState,
-    MattingError,
-    MattingStep,
-    StepContext,
-    StepRole,
-    UnknownPipelineError,
-)
+from gpu_activity_worker.engines.base import MatteState, MattingStep, StepContext, StepRole
 from gpu_activity_worker.pipeline import MattingPipeline, Pipelines, StepRef
+from gpu_activity_worker.vocabulary import InvalidPipelineError, MattingError, UnknownPipelineError
 
 
 @dataclass

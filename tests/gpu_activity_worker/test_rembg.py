@@ -21,8 +21,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from gpu_activity_worker.engines import builtin_steps
 from gpu_activity_worker.engines import rembg as engine
-from gpu_activity_worker.engines.base import InvalidPipelineError, MatteState, MattingError, StepContext, StepRole
+from gpu_activity_worker.engines.base import MatteState, StepContext, StepRole
 from gpu_activity_worker.pipeline import Pipelines
+from gpu_activity_worker.vocabulary import InvalidPipelineError, MattingError
 from gpu_activity_worker.weights import CATALOGUE, UrlFile, WeightsMissingError
 from testkit.weights import unpinned
 

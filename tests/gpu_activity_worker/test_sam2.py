@@ -19,13 +19,7 @@ import torch
 
 from core.artifacts import FileArtifactStore
 from gpu_activity_worker.engines import builtin_steps
-from gpu_activity_worker.engines.base import (
-    InvalidPipelineError,
-    MatteState,
-    StepContext,
-    StepRole,
-    UnsupportedImageError,
-)
+from gpu_activity_worker.engines.base import MatteState, StepContext, StepRole
 from gpu_activity_worker.engines.sam2 import (
     POINT_CLEARANCE,
     VARIANTS,
@@ -39,6 +33,7 @@ from gpu_activity_worker.engines.sam2 import (
 from gpu_activity_worker.matting import describe, encode_png
 from gpu_activity_worker.pipeline import Pipelines
 from gpu_activity_worker.temporal import stabilise_emoji
+from gpu_activity_worker.vocabulary import InvalidPipelineError, UnsupportedImageError
 from gpu_activity_worker.weights import WeightsMissingError
 from testkit.model_folders import sam2_folder
 from testkit.set_keys import source_key, stable_key

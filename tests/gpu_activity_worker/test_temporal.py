@@ -17,7 +17,6 @@ from PIL import Image
 from benchmarks.matting_quality import h264
 from core.artifacts import FileArtifactStore
 from gpu_activity_worker.engines import builtin_steps
-from gpu_activity_worker.engines.base import CorruptImageError, UnsupportedImageError
 from gpu_activity_worker.matting import encode_png
 from gpu_activity_worker.pipeline import Pipelines
 from gpu_activity_worker.temporal import (
@@ -29,6 +28,7 @@ from gpu_activity_worker.temporal import (
     stabilise_emoji,
     unchanged_runs,
 )
+from gpu_activity_worker.vocabulary import CorruptImageError, UnsupportedImageError
 from testkit import matting_metrics as metrics
 from testkit.set_keys import source_key, stable_key
 from workflows.contract import EmojiSetInput, StabiliseEmojiInput, TemporalMode

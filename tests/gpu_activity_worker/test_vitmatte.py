@@ -12,7 +12,7 @@ import torch
 from scipy import ndimage
 
 from gpu_activity_worker.engines import builtin_steps, vitmatte
-from gpu_activity_worker.engines.base import InvalidPipelineError, MatteState, StepContext, UnsupportedImageError
+from gpu_activity_worker.engines.base import MatteState, StepContext
 from gpu_activity_worker.engines.vitmatte import (
     TRIMAP_BACKGROUND,
     TRIMAP_FOREGROUND,
@@ -23,6 +23,7 @@ from gpu_activity_worker.engines.vitmatte import (
     make_trimap,
 )
 from gpu_activity_worker.pipeline import Pipelines
+from gpu_activity_worker.vocabulary import InvalidPipelineError, UnsupportedImageError
 from gpu_activity_worker.weights import WeightsMissingError
 from testkit.model_folders import vitmatte_folder, vitmatte_model
 from testkit.weights import unpinned

@@ -18,10 +18,10 @@ from activities.platform_exports import PlatformExportActivities
 from activities.production import ProductionActivities
 from core.artifacts import ArtifactError
 from gpu_activity_worker.activities import MattingActivities
-from gpu_activity_worker.engines.base import MattingError
 from gpu_activity_worker.runpod.dispatcher import RunPodDispatcher
 from gpu_activity_worker.runpod.jobs import job_error, parse_job_error
-from workflows import emoji_set
+from gpu_activity_worker.vocabulary import MattingError
+from workflows import calls as activity_calls
 from workflows.contract import NON_RETRYABLE_FAILURES, ActivityName, FailureType
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,16 +54,18 @@ def vocabulary_member(node: ast.expr, enum: type) -> bool:
 
 
 def test_every_retry_policy_lists_exactly_the_non_retryable_failures() -> None:
-    policies = [value for value in vars(emoji_set).values() if type(value).__name__ == "RetryPolicy"]
+    policies = [value for value in vars(activity_calls).values() if type(value).__name__ == "RetryPolicy"]
     assert len(policies) == 3
     for policy in policies:
         assert set(policy.non_retryable_error_types or []) == {failure.value for failure in NON_RETRYABLE_FAILURES}
+    declared = [value for value in vars(activity_calls).values() if isinstance(value, activity_calls.Activity)]
+    assert all(any(call.retry is policy for policy in policies) for call in declared)
 
 
 def test_failures_are_raised_only_through_the_vocabulary() -> None:
     """No ``ApplicationError(..., type="...")`` by hand: every typed failure comes from ``FailureType.error``."""
     for path, tree in production_modules():
-        if path == ROOT / "workflows" / "contract.py":
+        if path == ROOT / "workflows" / "contract" / "vocabulary.py":
             continue
         built = calls(tree, "ApplicationError")
         assert not built, f"{path.relative_to(ROOT)}:{built[0].lineno if built else ''} builds an ApplicationError"
@@ -82,7 +84,9 @@ def test_every_failure_type_is_raised_somewhere() -> None:
 
 
 def test_activities_are_named_and_called_through_the_vocabulary() -> None:
-    named = called = 0
+    """Workers name activities from the vocabulary; the workflows schedule one only through its declaration in
+    ``workflows/calls.py``, which declares each name once."""
+    named = 0
     for path, tree in production_modules():
         where = path.relative_to(ROOT)
         for call in calls(tree, "defn"):
@@ -92,12 +96,16 @@ def test_activities_are_named_and_called_through_the_vocabulary() -> None:
                 if keyword.arg == "name":
                     assert vocabulary_member(keyword.value, ActivityName), f"{where}:{call.lineno}: name by hand"
                     named += 1
-        for call in calls(tree, "execute_activity"):
-            if not (isinstance(call.func, ast.Attribute) and ast.unparse(call.func.value) == "workflow"):
-                continue  # an interceptor passing an activity on
-            assert vocabulary_member(call.args[0], ActivityName), f"{where}:{call.lineno}: activity by hand"
-            called += 1
-    assert named >= len(ActivityName) and called == len(ActivityName), "the scan finds the definitions and calls"
+        scheduling = [
+            call
+            for call in calls(tree, "execute_activity") + calls(tree, "start_activity")
+            if isinstance(call.func, ast.Attribute) and ast.unparse(call.func.value) == "workflow"
+        ]
+        if path != ROOT / "workflows" / "calls.py":
+            assert not scheduling, f"{where}:{scheduling[0].lineno if scheduling else ''}: an activity not declared"
+    assert named >= len(ActivityName), "the scan finds the definitions"
+    declared = [value.name for value in vars(activity_calls).values() if isinstance(value, activity_calls.Activity)]
+    assert sorted(declared) == sorted(ActivityName), "every activity declared once"
 
 
 def activity_names(*owners: type) -> set[str]:

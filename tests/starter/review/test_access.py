@@ -175,6 +175,9 @@ async def test_every_page_carries_a_content_security_policy() -> None:
         for page in (PAGE, "/new", "/no-such-page"):
             answer = await http.get(page, headers={"Host": "127.0.0.1:8300"})
             assert answer.headers["content-security-policy"] == CONTENT_SECURITY_POLICY, page
+    async with app_on("0.0.0.0", TOKEN) as http:
+        refused = await http.get("/sets", headers={"Host": "review.example:8300"})  # no credential: the gate's answer
+        assert refused.status_code == 401 and refused.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
     assert "script-src 'self'" in CONTENT_SECURITY_POLICY and "frame-ancestors 'none'" in CONTENT_SECURITY_POLICY
 
 

@@ -378,3 +378,24 @@ async def test_the_set_list_refuses_unknown_filters(http: httpx.AsyncClient) -> 
     assert "unknown phase 'dancing'" in slot_error(response.text, "filter-phase")
     assert "unknown wait 'coffee'" in slot_error(response.text, "filter-awaiting")
     assert (await http.get("/")).headers["location"] == "/sets"
+
+
+async def test_an_emoji_is_dropped_from_the_page(stack: Stack, http: httpx.AsyncClient, set_id: str) -> None:
+    await start_set(stack, set_id, actions=["wave", "heart"], review=ReviewPolicy(start_frames=StagePolicy.AUTO))
+    await wait_for_phase(stack.sets, set_id, Phase.AWAITING_REVIEW)
+    page = (await http.get(f"/sets/{set_id}")).text
+    assert 'data-testid="drop-form-wave"' in page and 'data-testid="drop-form-heart"' in page
+
+    dropped = await http.post(f"/sets/{set_id}/emoji/heart/drop", data={"reason": "off-brand", "reviewer": "ana"})
+
+    assert dropped.status_code == 303 and dropped.headers["location"] == f"/sets/{set_id}#start-frames"
+    state = await stack.sets.state(set_id)
+    assert [a.name for a in state.actions] == ["wave"]
+    assert [(d.action, d.dropped_by, d.reason) for d in state.dropped] == [("heart", "ana", "off-brand")]
+    page = (await http.get(f"/sets/{set_id}")).text
+    assert "heart dropped by ana: off-brand" in page and 'data-testid="drop-form-wave"' not in page
+    last = await http.post(f"/sets/{set_id}/emoji/wave/drop", data={})
+    assert last.status_code == 409 and "wave is the set's last emoji" in slot_error(last.text, "drop-wave")
+    malformed = await http.post(f"/sets/{set_id}/emoji/Not An Emoji/drop", data={})
+    assert malformed.status_code == 422 and "action" in slot_error(malformed.text, "page")
+    await stack.sets.cancel(set_id)

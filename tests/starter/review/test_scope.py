@@ -13,7 +13,7 @@ from pydantic import SecretStr
 from typer.testing import CliRunner
 
 from starter.cli import app as cli
-from starter.review.app import create_app
+from starter.review.app import CONTENT_SECURITY_POLICY, create_app
 from starter.review.credentials import Reviewer, issue_token, read_token
 from starter.review.settings import ReviewSettings
 from testkit.stack import Stack, wait_for_phase
@@ -70,6 +70,7 @@ async def test_a_reviewer_of_one_owner_gets_404_for_another_owners_set_its_image
     ):
         answer = await scoped.get(f"/sets/{their_id}{path}", headers=ana)
         assert answer.status_code == 404, path
+        assert answer.headers["content-security-policy"] == CONTENT_SECURITY_POLICY, path
     assert unknown.status_code == 404
     page = await scoped.get(f"/sets/{their_id}", headers=ana)
     assert page.text.replace(their_id, "X") == unknown.text.replace(unknown.url.path.rsplit("/", 1)[1], "X"), (
