@@ -36,10 +36,11 @@ COPY pyproject.toml README.md ./
 COPY workflows workflows
 COPY core core
 COPY gpu_activity_worker gpu_activity_worker
-# The GPU role's dependency set only (`--only-deps`, pip 26.2 or newer): the project itself is not installed, so its
+# The GPU role's dependency set only (`--only-deps`, in pip since 26.2; pip pinned for a reproducible image): the
+# project itself is not installed, so its
 # `popcon` script (the CLI, not in this image) never is; the code runs from /app (PYTHONPATH), and a build id reads the
 # project's version from /app/pyproject.toml.
-RUN pip install --upgrade "pip>=26.2" && pip install --only-deps ".[gpu,s3,runpod]"
+RUN pip install "pip==26.3" && pip install --only-deps ".[gpu,s3,runpod]"
 
 # Weights are fetched at build time and checked against the catalogue's sha256: workers start without network access
 # to model hosts and never download. A weight set that cannot be fetched fails the build.

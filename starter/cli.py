@@ -15,6 +15,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from core.settings import ArtifactSettings, TemporalSettings
@@ -204,7 +205,7 @@ def state(set_id: SetId, as_json: Annotated[bool, typer.Option("--json")] = Fals
             actions.add_row(item.name, item.stage.value, starts, takes, item.error or "")
         for dropped in current.dropped:
             why = f"by {dropped.dropped_by}" + (f": {dropped.reason}" if dropped.reason else "")
-            actions.add_row(dropped.action, "dropped", "-", "-", why)
+            actions.add_row(dropped.action, "dropped", "-", "-", escape(why))
         console.print(actions)
         table = Table("emoji", "frame", "status", "pick", "candidates (index:take/frame:score)", "error")
         for item, frame in current.frames():

@@ -139,6 +139,7 @@ class EmojiSetWorkflow:
         self._reserved: dict[tuple[str, int], int] = {}
         self._dropping: dict[str, None] = {}
         """The actions being dropped (their export targets checked, then their work stopped)."""
+        self._one_drop_at_a_time = asyncio.Lock()
         self._refining: set[tuple[str, int, int]] = set()
         """(emoji, frame, candidate) of the cut-outs a refine_frame is changing right now."""
         self._published: tuple[Any, ...] | None = None
@@ -458,20 +459,23 @@ class EmojiSetWorkflow:
         action = self._require_action(request.action)  # before it counts as being dropped
         self._dropping[action.name] = None
         try:
-            return await self._busy_with(self._drop(action, request))
+            async with self._one_drop_at_a_time:  # each drop checks the exports for the set the last one left
+                return await self._busy_with(self._drop(action, request))
         finally:
             del self._dropping[action.name]
 
     @drop_action.validator
     def _validate_drop_action(self, request: DropActionInput) -> None:
         self._require_open("drops")
+        if self._state.pipeline_info is None:
+            raise ValueError("the set's request is still being checked: drop an emoji once its character is made")
         self._require_action(request.action)
         if not [a for a in self._state.actions if a.name != request.action and a.name not in self._dropping]:
             raise ValueError(f"{request.action} is the set's last emoji: cancel the set instead")
 
     async def _drop(self, action: ActionState, request: DropActionInput) -> DroppedAction:
         state = self._state
-        left = len([kept for kept in state.actions if kept.name not in self._dropping])
+        left = len(state.actions) - 1
         refusals = await calls.outcome(
             calls.check_exports(
                 CheckExportsInput(targets=state.input.export_targets, emojis=left),
@@ -479,7 +483,8 @@ class EmojiSetWorkflow:
             )
         )
         if isinstance(refusals, calls.Failed):
-            raise refusals.error
+            message = f"{action.name} was not dropped: its export targets could not be checked: {refusals.reason}"
+            raise FailureType.INVALID_REQUEST.error(message) from refusals.error
         refused_before = {refusal.partition(":")[0] for refusal in state.export_refusals}
         newly = [refusal for refusal in refusals if refusal.partition(":")[0] not in refused_before]
         if newly and not request.force:
@@ -858,11 +863,11 @@ class EmojiSetWorkflow:
             f"{len(request.points)} point{'s' if len(request.points) != 1 else ''}"
             + (f", {len(targets) - 1} following frames" if request.following else "")
         )
-        request_input = RefineMatteInput(
-            frames=refine_targets, points=request.points, mode=request.mode, refiner=self._refiner()
-        )
         try:
-            output = await calls.outcome(calls.refine_matte(request_input, summary=summary))
+            refining = RefineMatteInput(
+                frames=refine_targets, points=request.points, mode=request.mode, refiner=self._refiner()
+            )
+            output = await calls.outcome(calls.refine_matte(refining, summary=summary))
         finally:
             for slot, candidate in targets:
                 self._refining.discard((action.name, slot.index, candidate.index))
@@ -1039,7 +1044,12 @@ class EmojiSetWorkflow:
         return CharacterRef(image=picked.image, prompt=self._state.input.character_prompt, candidate=picked.index)
 
     def _awaiting_start_frames(self) -> list[ActionState]:
-        return [a for a in self._state.actions if a.stage is ActionStage.AWAITING_START_FRAME_REVIEW]
+        """The actions whose start frames await review (one being dropped awaits nothing)."""
+        return [
+            a
+            for a in self._state.actions
+            if a.stage is ActionStage.AWAITING_START_FRAME_REVIEW and a.name not in self._dropping
+        ]
 
     def _settle(self, action: ActionState) -> None:
         """An action whose takes are all done: ready if it has frames, else it waits for a custom prompt."""

@@ -37,7 +37,7 @@ def details_markdown(state: EmojiSetState) -> str:
         )
     for dropped in state.dropped:
         why = f" ({dropped.reason})" if dropped.reason else ""
-        lines.append(f"| ~~{dropped.action}~~ | dropped by {dropped.dropped_by}{why} | | | | | | |")
+        lines.append(f"| ~~{dropped.action}~~ | dropped by {_cell(dropped.dropped_by + why)} | | | | | | |")
     waiting = [f"{a.name}: {a.error}" for a in state.actions if a.stage is ActionStage.WAITING_FOR_PROMPT]
     waiting += [f"{a.name}#{f.index}: {f.error}" for a, f in state.frames() if f.status is FrameStatus.FAILED]
     if waiting:
@@ -61,3 +61,8 @@ def details_markdown(state: EmojiSetState) -> str:
     if state.pipeline_info:
         lines.append(f"Matting: {state.pipeline_info}")
     return "\n".join(lines)
+
+
+def _cell(text: str) -> str:
+    """Free text (a reviewer's name, a reason) as one markdown table cell: no column breaks, no new lines."""
+    return " ".join(text.split()).replace("|", "\\|")

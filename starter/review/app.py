@@ -5,8 +5,8 @@ connected when it starts), kept in ``app.state`` (:class:`~starter.review.depend
 routers of :mod:`starter.review.routes`. Every page and image is resolved through the set's state, fetched with
 ``get_state`` (cached for about a second, so a page's images cost one query, not one each).
 
-Middleware, outermost first: the auth gate (:class:`~starter.review.auth.Gate`), the body limit
-(:class:`~starter.review.limits.BodyLimit`), :func:`owners_only`, :func:`security_headers`.
+Middleware, outermost first: :func:`security_headers` (so every refusal below carries them too), the auth gate
+(:class:`~starter.review.auth.Gate`), the body limit (:class:`~starter.review.limits.BodyLimit`), :func:`owners_only`.
 """
 
 from __future__ import annotations

@@ -304,7 +304,7 @@ def test_the_pixels_of_all_frames_are_bounded_before_and_while_decoding(monkeypa
 
 def shown_to_people(error: ApplicationError) -> str:
     """What the workflow records for an activity's failure (a take's error): its innermost cause, read back from the
-    failure Temporal carries (workflows.exports.failure_reason)."""
+    failure Temporal carries (workflows.calls.failure_reason)."""
     converter = DataConverter.default
     failure = Failure()
     converter.failure_converter.to_failure(error, converter.payload_converter, failure)

@@ -186,11 +186,14 @@ async def test_popcon_drop_drops_an_emoji_and_says_what_is_left(stack: Stack, se
     await wait_for_phase(stack.sets, set_id, Phase.AWAITING_REVIEW)
     env = {"POPCON_TEMPORAL_ADDRESS": stack.client.service_client.config.target_host, "COLUMNS": "200"}
 
-    said = await asyncio.to_thread(CliRunner().invoke, cli, ["drop", set_id, "heart", "--reason", "off-brand"], env=env)
+    reason = "off-brand [/] | not ours"  # rich markup and a table's column break, shown as typed
+    said = await asyncio.to_thread(CliRunner().invoke, cli, ["drop", set_id, "heart", "--reason", reason], env=env)
     refused = await asyncio.to_thread(CliRunner().invoke, cli, ["drop", set_id, "Heart!"], env=env)
 
     assert said.exit_code == 0 and "heart dropped; the set has wave, nod" in said.output
     assert refused.exit_code == 1 and "error:" in refused.output and "action" in refused.output
     shown = await asyncio.to_thread(CliRunner().invoke, cli, ["state", set_id], env=env)
-    assert re.search(r"heart\s+.*dropped\s+.*by reviewer: off-brand", shown.output)
+    assert re.search(r"heart\s+.*dropped\s+.*by reviewer: off-brand \[/\] \| not ours", shown.output)
+    metadata = await stack.client.get_workflow_handle(set_id).query("__temporal_workflow_metadata")
+    assert "| ~~heart~~ | dropped by reviewer (off-brand [/] \\| not ours) |" in metadata.current_details
     await stack.sets.cancel(set_id)

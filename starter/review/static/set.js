@@ -12,6 +12,7 @@
     var active = document.activeElement;
     if (active && active.tagName === "INPUT" && body.contains(active)) { return true; }
     var typed = Array.prototype.some.call(body.querySelectorAll("input[name]"), function (input) {
+      if (input.type === "checkbox" || input.type === "radio") { return input.checked; }
       return input.type !== "hidden" && input.value.trim() !== "";
     });
     var shown = Array.prototype.some.call(body.querySelectorAll(".error[id^='error-']"), function (slot) {
