@@ -435,6 +435,14 @@ class EmojiSetClient:
             raise SetClosed(
                 f"the set has ended ({phase}): it takes no more picks, regenerations or decisions"
             ) from closed.__cause__
+        except MessageRejected as refused:
+            if "expected but not found" not in str(refused):
+                raise
+            name = getattr(update, "__name__", "this message")
+            raise MessageRejected(
+                f"this set runs on an older build that has no {name}; it moves to the current build once it waits "
+                "for a person with nothing in flight (a message wakes it): try again in a few seconds"
+            ) from refused
 
     async def _update(self, call: Awaitable[T]) -> T:
         try:

@@ -7,7 +7,9 @@ import re
 from typing import Any
 
 import pytest
+from temporalio import workflow
 from temporalio.client import WorkflowUpdateFailedError, WorkflowUpdateStage
+from temporalio.worker import Worker
 from typer.testing import CliRunner
 
 from starter.cli import app as cli
@@ -15,6 +17,7 @@ from starter.client import MessageRejected, SetClosed
 from testkit.generator_standins import SlowRegenerations
 from testkit.stack import Stack, wait_for_phase
 from workflows.contract import (
+    WORKFLOW_TYPE,
     ActionStage,
     ActionState,
     DropActionInput,
@@ -197,3 +200,23 @@ async def test_popcon_drop_drops_an_emoji_and_says_what_is_left(stack: Stack, se
     metadata = await stack.client.get_workflow_handle(set_id).query("__temporal_workflow_metadata")
     assert "| ~~heart~~ | dropped by reviewer (off-brand [/] \\| not ours) |" in metadata.current_details
     await stack.sets.cancel(set_id)
+
+
+@workflow.defn(name=WORKFLOW_TYPE, sandboxed=False)
+class BuildWithoutDrop:
+    """A set's workflow as a build before ``drop_action`` ran it: it knows no such update."""
+
+    @workflow.run
+    async def run(self, request: dict[str, Any]) -> None:
+        await workflow.wait_condition(lambda: False)
+
+
+async def test_a_set_on_a_build_without_drop_action_says_so(stack: Stack, set_id: str) -> None:
+    queue = f"older-build-{set_id}"
+    async with Worker(stack.client, task_queue=queue, workflows=[BuildWithoutDrop]):
+        await stack.client.start_workflow(WORKFLOW_TYPE, {}, id=set_id, task_queue=queue)
+
+        with pytest.raises(MessageRejected, match="this set runs on an older build that has no drop_action"):
+            await stack.sets.drop_action(DropActionInput(action="wave"), set_id=set_id)
+
+        await stack.client.get_workflow_handle(set_id).terminate("test over")
