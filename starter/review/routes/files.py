@@ -17,7 +17,7 @@ from starter.review import images
 from starter.review.dependencies import Review, ReviewDep
 from starter.review.forms import TARGETS
 from starter.review.limits import is_number
-from workflows.contract import ArtifactRef, EmojiSetState, ExportTarget
+from workflows.contract import ArtifactRef, EmojiSetResult, EmojiSetState, ExportTarget
 
 IMMUTABLE = "private, max-age=31536000, immutable"
 REVALIDATE = "private, no-cache"
@@ -104,13 +104,20 @@ async def frame_image(
     return await serve_ref(review, request, ref)
 
 
-@router.get("/sets/{set_id}/img/contact-sheet")
-async def contact_sheet(set_id: str, request: Request, review: ReviewDep) -> Response:
-    """The finished set's contact sheet."""
+async def finished(review: Review, set_id: str) -> EmojiSetResult | Response | None:
+    """The set's result once it has completed (None before), or the page that says why the set could not be read."""
     state = await review.set_state(set_id)
     if not isinstance(state, EmojiSetState):
         return state
-    result = await review.result(set_id, state)
+    return await review.result(set_id, state)
+
+
+@router.get("/sets/{set_id}/img/contact-sheet")
+async def contact_sheet(set_id: str, request: Request, review: ReviewDep) -> Response:
+    """The finished set's contact sheet."""
+    result = await finished(review, set_id)
+    if isinstance(result, Response):
+        return result
     return await serve_ref(review, request, result.contact_sheet if result else None)
 
 
@@ -119,10 +126,9 @@ async def download(set_id: str, target: str, request: Request, review: ReviewDep
     """The finished set's package for ``target``, as ``<set>-<target>.zip``."""
     if target not in TARGETS:
         return review.not_found()
-    state = await review.set_state(set_id)
-    if not isinstance(state, EmojiSetState):
-        return state
-    result = await review.result(set_id, state)
+    result = await finished(review, set_id)
+    if isinstance(result, Response):
+        return result
     package = next((p for p in result.packages if p.target is ExportTarget(target)), None) if result else None
     archive = package.archive if package is not None else None
     return await serve_ref(review, request, archive, download=f"{set_id}-{target}.zip")
@@ -133,10 +139,9 @@ async def download_file(set_id: str, target: str, number: str, request: Request,
     """One file of the finished set's package for ``target``."""
     if target not in TARGETS or not is_number(number):
         return review.not_found()
-    state = await review.set_state(set_id)
-    if not isinstance(state, EmojiSetState):
-        return state
-    result = await review.result(set_id, state)
+    result = await finished(review, set_id)
+    if isinstance(result, Response):
+        return result
     package = next((p for p in result.packages if p.target is ExportTarget(target)), None) if result else None
     if package is None or int(number) >= len(package.files):
         return review.not_found()
@@ -155,10 +160,9 @@ async def download_emoji(set_id: str, pose: str, kind: str, request: Request, re
     formats = {"webp": "webp", "apng": "png", "gif": "gif", "sprite_sheet": "png"}
     if not images.valid_action(pose) or kind not in formats:
         return review.not_found()
-    state = await review.set_state(set_id)
-    if not isinstance(state, EmojiSetState):
-        return state
-    result = await review.result(set_id, state)
+    result = await finished(review, set_id)
+    if isinstance(result, Response):
+        return result
     emoji = next((e for e in result.emojis if e.pose == pose), None) if result else None
     ref = getattr(emoji, kind) if emoji is not None else None
     return await serve_ref(
