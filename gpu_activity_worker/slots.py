@@ -48,8 +48,9 @@ class GpuGate:
         self._busy = 0
         self._waiting = 0
         self._finishing = 0
-        self._busy_since: float | None = None
+        self._changed_at = 0.0
         self._busy_total = 0.0
+        self._held_total = 0.0
         self._condition = threading.Condition()
         self._listeners: list[Callable[[], None]] = []
 
@@ -71,8 +72,24 @@ class GpuGate:
         """Seconds during which at least one frame has held a GPU slot, since the gate was made: the GPU's busy time
         (frames waiting for a slot, or being read, stored or reported, do not count)."""
         with self._condition:
-            running = 0.0 if self._busy_since is None else time.perf_counter() - self._busy_since
-            return self._busy_total + running
+            self._tally()
+            return self._busy_total
+
+    def held_seconds(self) -> float:
+        """Slot-seconds held on the GPU since the gate was made: each frame's time holding a slot, summed (two frames
+        on the GPU for 1 s count 2 s), so ``held_seconds() / capacity`` over a span is the share of the GPU's
+        capacity in use. Frames waiting for a slot, or being read, stored or reported, do not count."""
+        with self._condition:
+            self._tally()
+            return self._held_total
+
+    def _tally(self) -> None:
+        """Add the time since the busy count last changed to the totals; called holding the condition's lock."""
+        now = time.perf_counter()
+        if self._busy:
+            self._busy_total += now - self._changed_at
+            self._held_total += self._busy * (now - self._changed_at)
+        self._changed_at = now
 
     def on_change(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` (on the changing thread) when the GPU becomes full or a frame leaves it."""
@@ -96,9 +113,8 @@ class GpuGate:
                 # This frame may have been woken for a free slot: pass the turn on.
                 self._condition.notify()
                 raise FrameCancelledError("cancelled before its turn on the GPU")
+            self._tally()
             self._busy += 1
-            if self._busy == 1:
-                self._busy_since = time.perf_counter()
             became_full = self._busy == self.capacity
         try:
             if became_full:
@@ -106,10 +122,8 @@ class GpuGate:
             yield
         finally:
             with self._condition:
+                self._tally()
                 self._busy -= 1
-                if self._busy == 0 and self._busy_since is not None:
-                    self._busy_total += time.perf_counter() - self._busy_since
-                    self._busy_since = None
                 self._finishing += 1
                 self._condition.notify()
             self._notify()

@@ -132,18 +132,26 @@ def test_the_gate_counts_frames_finishing_after_the_gpu_and_says_when_it_changes
     assert gate.finishing == 1
 
 
-def test_the_gates_busy_time_counts_only_while_a_frame_holds_the_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Overlapping slots count once; time with no frame on the GPU (waiting, storing) does not count."""
-    clock = iter([10.0, 13.0, 20.0, 21.0])  # read when the GPU gets its first frame and when it empties
-    monkeypatch.setattr(slots.time, "perf_counter", lambda: next(clock))
+def test_the_gates_busy_and_held_time_count_only_while_frames_hold_the_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Busy time counts overlapping slots once, held time once per slot; time with no frame on the GPU (waiting,
+    storing) counts in neither."""
+    now = [10.0]
+    monkeypatch.setattr(slots.time, "perf_counter", lambda: now[0])
     gate = GpuGate(2)
-    with gate.slot(threading.Event()), gate.slot(threading.Event()):  # 10: two frames on the GPU, counted once
-        pass
-    # 13: the GPU empties; idle until 20
+    with gate.slot(threading.Event()):  # 10 .. 13
+        now[0] = 11.0
+        with gate.slot(threading.Event()):  # 11 .. 12: two frames on the GPU
+            now[0] = 12.0
+        now[0] = 13.0
+    now[0] = 20.0  # idle from 13 until 20
     with gate.slot(threading.Event()):  # 20 .. 21
-        pass
+        now[0] = 21.0
 
     assert gate.busy_seconds() == 3.0 + 1.0
+    assert gate.held_seconds() == 3.0 + 1.0 + 1.0
+    with gate.slot(threading.Event()):  # a frame still on the GPU counts up to now
+        now[0] = 21.5
+        assert (gate.busy_seconds(), gate.held_seconds()) == (4.5, 5.5)
 
 
 def test_a_failing_listener_does_not_lose_a_gpu_slot() -> None:
