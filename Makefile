@@ -19,8 +19,11 @@ $(STAMP): pyproject.toml
 	$(PIP_INSTALL) -e '.[dev]'
 	touch $@
 
-# The model engines' runtimes (torch, onnxruntime, transformers, sam2: several GB, from the machine's own files).
+# The model engines' runtimes (torch, onnxruntime-gpu, transformers, sam2: several GB, from the machine's own files).
+# onnxruntime and onnxruntime-gpu install the same `onnxruntime` package: the CPU wheel an older gpu extra installed is
+# removed first (with the GPU wheel, whose files it shares), so the GPU wheel's files are the ones left.
 $(GPU_STAMP): $(STAMP)
+	$(BIN)/python -m pip uninstall --quiet --yes onnxruntime onnxruntime-gpu
 	$(PIP_INSTALL) -e '.[dev,gpu]'
 	touch $@
 

@@ -9,7 +9,12 @@ runs from /app. Printed: the package counts, what left and what came, each with 
 environment (from its RECORD; "-" where this environment lacks it) and its wheel's size where pip found the wheel in
 a local index.
 
-    python -m benchmarks.image_packages [--before REV] [--image gpu app] [--out DIR]
+``--installed`` also builds each side's environment as the image builds it (no Docker engine needed): a throwaway
+virtual environment of this Python, then the Dockerfile's own install step run as written, and prints its package
+count and unpacked size (the apparent size of every file in the environment). That is the image's size less its base
+and baked weights: what ``POPCON_RUNPOD_IMAGE_SIZE_GB`` adds them to. The GPU image takes about 5 minutes per side.
+
+    python -m benchmarks.image_packages [--before REV] [--image gpu app] [--installed] [--out DIR]
 
 Needs pip 26.2 or newer (``--only-deps``) and the package index the images install from; about 20 s per resolution.
 """
@@ -45,6 +50,44 @@ def pip_install_spec(dockerfile: Path) -> tuple[tuple[str, ...], bool]:
     """The extras a Dockerfile's ``pip install ".[...]"`` names, and whether it installs them ``--only-deps``."""
     [match] = [m for step in instructions(dockerfile) if step.op == "RUN" for m in INSTALL.finditer(step.args)]
     return tuple(sorted(match["extras"].split(","))), "--only-deps" in match["options"]
+
+
+def install_step(dockerfile: Path) -> str:
+    """The command of the Dockerfile's ``RUN`` step that installs the project's dependencies, as written."""
+    [step] = [step.args for step in instructions(dockerfile) if step.op == "RUN" and INSTALL.search(step.args)]
+    return step
+
+
+@dataclass(frozen=True)
+class Environment:
+    """An image's Python environment, installed: its distributions and the bytes its files hold."""
+
+    command: str
+    packages: int
+    size_bytes: int
+
+
+def install(project: Path, dockerfile: Path, venv: Path) -> Environment:
+    """Run the Dockerfile's install step in ``project`` (its pyproject.toml) into a new virtual environment ``venv``.
+
+    Raises:
+        subprocess.CalledProcessError: The install failed.
+    """
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    command = install_step(dockerfile)
+    env = {
+        **os.environ,
+        "VIRTUAL_ENV": str(venv),
+        "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        "SAM2_BUILD_CUDA": "0",
+        "PIP_NO_CACHE_DIR": "1",
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "PIP_QUIET": "1",
+    }
+    subprocess.run(["sh", "-c", command], cwd=project, env=env, check=True)
+    packages = len(list(venv.glob("lib/python*/site-packages/*.dist-info")))
+    size = sum(path.lstat().st_size for path in venv.rglob("*") if path.is_file() and not path.is_symlink())
+    return Environment(command, packages, size)
 
 
 @dataclass(frozen=True)
@@ -119,13 +162,27 @@ def _rows(packages: list[Package]) -> list[str]:
     return rows
 
 
-def compare(image: str, before: str, work: Path) -> str:
+def _installed_lines(environments: dict[str, Environment], before: str) -> list[str]:
+    lines = ["Installed as the image installs it (a throwaway virtual environment, the Dockerfile's install step):", ""]
+    lines += ["| side | command | packages | unpacked MB |", "|---|---|---|---|"]
+    for label, environment in environments.items():
+        name = f"before ({before[:7]})" if label == "before" else "after (working tree)"
+        lines.append(
+            f"| {name} | `{environment.command}` | {environment.packages} | {environment.size_bytes / MB:.0f} |"
+        )
+    return [*lines, ""]
+
+
+def compare(image: str, before: str, work: Path, *, installed: bool = False) -> str:
     dockerfile = f"{image}.Dockerfile"
     side: dict[str, Resolution] = {}
+    environments: dict[str, Environment] = {}
     for label, rev in (("before", before), ("after", None)):
         project = _project_at(rev, work / image / label, dockerfile)
         extras, only_deps = pip_install_spec(project / dockerfile)
         side[label] = resolve(project, extras, only_deps, work / image / f"{label}.json")
+        if installed:
+            environments[label] = install(project, project / dockerfile, work / image / f"{label}-venv")
     old, new = side["before"].packages, side["after"].packages
     left = [old[name] for name in sorted(set(old) - set(new))]
     came = [new[name] for name in sorted(set(new) - set(old))]
@@ -146,6 +203,7 @@ def compare(image: str, before: str, work: Path) -> str:
             "",
             *([header, *_rows(came)] if came else ["none"]),
             "",
+            *(_installed_lines(environments, before) if installed else []),
         ]
     )
 
@@ -154,11 +212,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--before", default=BEFORE, help="the commit to compare with (default: %(default).7s)")
     parser.add_argument("--image", nargs="+", choices=("gpu", "app"), default=["gpu", "app"])
+    parser.add_argument("--installed", action="store_true", help="also install each side and measure its size")
     parser.add_argument("--out", type=Path, help="also write report.md and pip's reports here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="image-packages-") as folder:
         work = Path(folder)
-        report = "\n".join(compare(image, args.before, work) for image in args.image)
+        report = "\n".join(compare(image, args.before, work, installed=args.installed) for image in args.image)
         if args.out:
             args.out.mkdir(parents=True, exist_ok=True)
             (args.out / "report.md").write_text(report)

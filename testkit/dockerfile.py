@@ -5,7 +5,8 @@
 ``RUN`` runs each command as written with ``sh -c``, and :meth:`Rehearsal.run` runs the image's ``ENTRYPOINT`` and
 ``CMD`` with a container's arguments. The host stands in for the base image (its Python 3.11), system administration
 commands (``apt-get``, ``useradd``) are recorded instead of run, and a virtual environment the Dockerfile creates sees
-the project's installed dependencies (a ``.pth`` file), so ``pip install`` builds and installs the project itself
+the project's installed dependencies (a ``.pth`` file; an ``LD_LIBRARY_PATH`` the image sets also reaches the CUDA
+libraries of their ``nvidia-*`` wheels), so ``pip install`` builds and installs the project itself
 without fetching gigabytes of wheels again.
 """
 
@@ -134,6 +135,10 @@ class Rehearsal:
             self.env[name] = self.expand(self.reroot(value))
         if hooks not in self.env["PYTHONPATH"].split(os.pathsep):  # an image's own PYTHONPATH keeps the hook after it
             self.env["PYTHONPATH"] += os.pathsep + hooks
+        if "LD_LIBRARY_PATH" in self.env:  # after the image's own folders: the shared packages' CUDA libraries
+            host = [str(lib) for folder in site.getsitepackages() for lib in sorted(Path(folder).glob("nvidia/*/lib"))]
+            own = self.env["LD_LIBRARY_PATH"].split(os.pathsep)
+            self.env["LD_LIBRARY_PATH"] = os.pathsep.join(dict.fromkeys([*own, *host]))
 
     def _workdir(self, instruction: Instruction) -> None:
         self.workdir = Path(self.expand(self.reroot(instruction.args)))

@@ -24,15 +24,21 @@ derives the stop channel from the job-take URL:
 
 RunPod behaviours modelled (docs.runpod.io, serverless/endpoints: job-states, send-requests, operation-reference,
 endpoint-configurations):
-- Jobs queue until a worker takes one. Workers scale up to ``max_workers`` (one per ``jobs_per_worker`` queued or
-  running jobs, the REQUEST_COUNT scaler), each taking jobs only after ``cold_start_s`` (the container start) and its
-  own start-up, and scale down after ``idle_timeout_s`` without a job; ``min_workers`` stay.
+- Jobs queue until a worker takes one. Workers scale up to ``max_workers`` with the scaler ``popcon runpod deploy``
+  sets (:data:`~gpu_activity_worker.runpod.provision.QUEUE_SCALING`): QUEUE_DELAY, "with zero workers initially, the
+  first request adds one worker; subsequent requests add workers only after waiting in the queue for the defined
+  number of delay seconds" (one worker per job that has waited that long), or REQUEST_COUNT, ``ceil((in queue + in
+  progress) / scaler value)`` workers. Each takes jobs only after ``cold_start_s`` (the container start) and its own
+  start-up, and scales down after ``idle_timeout_s`` without a job; ``min_workers`` stay.
 - ``executionTimeout`` (ms, at least 5000, default the endpoint's) counts from when a worker takes the job: past it
   the job is TIMED_OUT and its worker told to stop it. ``ttl`` (ms, at least 10000, default 24 h) counts from the
   submission: a job still queued then is TIMED_OUT, any other is forgotten (404). A finished job is kept 30 minutes.
 - A worker that dies mid-job never reports back: its job stays IN_PROGRESS until the execution timeout, then is
   TIMED_OUT ("the worker failed to report back before reaching the timeout threshold", job-states). RunPod's own
   retries (the health ``retried`` counter, ``/retry``) are not modelled: ``retried`` stays 0.
+- The failure answers of the hosted API, on demand (:meth:`RunPodStandIn.fail_next`): 429 with ``Retry-After``,
+  5xx; a wrong key is 401, an endpoint id it does not serve 404; a running job can report a state outside the
+  job-states page (:meth:`RunPodStandIn.report_state`, e.g. ``RUNNING``).
 - ``/cancel`` ends a queued or running job as CANCELLED and tells the running worker to stop it; a result posted for
   a job that has already ended is dropped.
 """
@@ -61,6 +67,7 @@ from aiohttp import web
 
 from gpu_activity_worker.engines import StepRegistry, StepSpec, builtin_steps
 from gpu_activity_worker.engines.base import MatteState, StepRole
+from gpu_activity_worker.runpod.provision import QUEUE_SCALING
 from testkit.held_step import opaque
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
@@ -126,13 +133,14 @@ class EndpointConfig:
         long_poll_s: How long job-take and job-stop requests are held open when there is nothing to give.
         echo_api_key: Error answers to clients (401, injected faults) quote the key the request carried, as an API
             may: what a client puts in its exceptions must still never show it.
+        scaler: ``QUEUE_DELAY`` or ``REQUEST_COUNT``; by default what ``popcon runpod deploy`` sets.
+        scaler_value: Seconds in the queue (QUEUE_DELAY) or requests per worker (REQUEST_COUNT).
     """
 
     endpoint_id: str = "standin"
     api_key: str = "standin-key"
     max_workers: int = 3
     min_workers: int = 0
-    jobs_per_worker: int = 1
     idle_timeout_s: float = 5.0
     cold_start_s: float = 0.0
     execution_timeout_ms: int = 600_000
@@ -141,6 +149,8 @@ class EndpointConfig:
     log_dir: Path | None = None
     long_poll_s: float = 1.0
     echo_api_key: bool = False
+    scaler: Literal["QUEUE_DELAY", "REQUEST_COUNT"] = QUEUE_SCALING["type"]
+    scaler_value: float = QUEUE_SCALING["queueDelay"]
 
 
 @dataclass
@@ -160,9 +170,14 @@ class Job:
     error: Any = None
     takes: int = 0
     stream: list[Any] = field(default_factory=list)
+    reported_status: str | None = None
+    """What ``/status`` reports instead of the state until the job finishes (:meth:`~RunPodStandIn.report_state`)."""
+    added_worker: bool = False
+    """The QUEUE_DELAY scaler added a worker for this job."""
 
     def report(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"id": self.id, "status": self.status}
+        shown = self.reported_status if self.reported_status and self.status not in FINISHED else self.status
+        body: dict[str, Any] = {"id": self.id, "status": shown}
         if self.started_at is not None:
             body["delayTime"] = round((self.started_at - self.submitted_at) * 1000)
             if self.finished_at is not None:
@@ -298,6 +313,10 @@ class RunPodStandIn:
     def fail_next(self, route: Route, status: int, count: int = 1, retry_after_s: float | None = None) -> None:
         """Answer the next ``count`` client requests to ``route`` with ``status`` (and a Retry-After header)."""
         self._faults.setdefault(route, deque()).extend(_Fault(status, retry_after_s) for _ in range(count))
+
+    def report_state(self, job_id: str, state: str) -> None:
+        """Report ``state`` for the job in ``/status`` until it finishes (a state RunPod has, unknown to clients)."""
+        self.jobs[job_id].reported_status = state
 
     def start_job(self, job_id: str, worker_id: str = "by-hand") -> None:
         """Take a queued job as a worker would, without a worker process."""
@@ -541,11 +560,7 @@ class RunPodStandIn:
     async def _scale(self, now: float) -> None:
         config = self.config
         live = [worker for worker in self.workers.values() if not worker.stopping]
-        running = sum(len(worker.jobs) for worker in live)
-        wanted = min(
-            config.max_workers,
-            max(config.min_workers, math.ceil((len(self._queue) + running) / config.jobs_per_worker)),
-        )
+        wanted = min(config.max_workers, max(config.min_workers, self._scaled(live, now)))
         for _ in range(wanted - len(live)):
             await self._spawn(now)
         surplus = len(live) - config.min_workers
@@ -555,6 +570,19 @@ class RunPodStandIn:
             if not worker.jobs and worker.last_active is not None and now - worker.last_active > config.idle_timeout_s:
                 self._stop_worker(worker)
                 surplus -= 1
+
+    def _scaled(self, live: list[Worker], now: float) -> int:
+        """The workers the endpoint's scaler asks for (before min and max workers)."""
+        queued = [self.jobs[job_id] for job_id in self._queue]
+        running = sum(len(worker.jobs) for worker in live)
+        if self.config.scaler == "REQUEST_COUNT":
+            return math.ceil((len(queued) + running) / self.config.scaler_value)
+        if not live:
+            return 1 if queued else 0  # the first request adds one worker
+        waited = [job for job in queued if not job.added_worker and now - job.submitted_at >= self.config.scaler_value]
+        for job in waited:
+            job.added_worker = True
+        return len(live) + len(waited)
 
     async def _spawn(self, now: float) -> None:
         config = self.config

@@ -202,6 +202,16 @@ def test_the_gpu_image_declares_nothing_only_other_roles_use() -> None:
     assert not pulled, [chain(name, install.extras) for name in pulled]
 
 
+def test_the_gpu_set_runs_onnx_models_on_cuda_13_and_holds_no_cpu_onnxruntime() -> None:
+    """onnxruntime-gpu from 1.27 (PyPI's builds for CUDA 13, torch's CUDA) with its ``cuda`` and ``cudnn`` extras, the
+    CUDA 13 libraries its provider loads; nothing pulls the CPU wheel, whose same-named package would shadow it."""
+    install = image_install("gpu.Dockerfile")
+    [ort] = [req for req in requirements(install.extras) if canonicalize_name(req.name) == "onnxruntime-gpu"]
+    assert ort.extras == {"cuda", "cudnn"}
+    assert ort.specifier.contains("1.31.1") and not ort.specifier.contains("1.26.0"), "1.26 and older are CUDA 12"
+    assert "onnxruntime" not in declared(install.extras) and "onnxruntime" not in resolved(install.extras)
+
+
 # --- The processes ---------------------------------------------------------------------------------------------------
 
 

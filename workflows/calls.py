@@ -166,6 +166,8 @@ class Failed:
     """What a person can act on (:func:`failure_reason`)."""
     error: ActivityError
     """The failure itself, to chain from (``raise ... from failed.error``)."""
+    kind: FailureType | None = None
+    """The failure's type in the vocabulary (the first one in the error's chain), None for any other failure."""
 
 
 async def outcome(work: Awaitable[T]) -> T | Failed:
@@ -179,17 +181,27 @@ async def outcome(work: Awaitable[T]) -> T | Failed:
     except ActivityError as err:
         if isinstance(err.cause, CancelledError):
             raise
-        return Failed(failure_reason(err), err)
+        known = _known_failure(err)
+        return Failed(failure_reason(err), err, None if known is None else FailureType(str(known.type)))
 
 
 def failure_reason(err: FailureError) -> str:
     """The message a person can act on: the first failure of the vocabulary in the error's chain (a worker's own
     words, not the library error it was raised from), else the innermost failure."""
+    known = _known_failure(err)
+    if known is not None:
+        return str(known) or str(known.type)
     cause: BaseException = err
-    while isinstance(cause, FailureError):
-        if isinstance(cause, ApplicationError) and cause.type in KNOWN_FAILURES:
-            return str(cause) or cause.type
-        if cause.cause is None:
-            break
+    while isinstance(cause, FailureError) and cause.cause is not None:
         cause = cause.cause
     return str(cause) or type(cause).__name__
+
+
+def _known_failure(err: FailureError) -> ApplicationError | None:
+    """The first failure of the vocabulary in the error's chain."""
+    cause: BaseException | None = err
+    while isinstance(cause, FailureError):
+        if isinstance(cause, ApplicationError) and cause.type in KNOWN_FAILURES:
+            return cause
+        cause = cause.cause
+    return None

@@ -132,6 +132,8 @@ class EmojiSetWorkflow:
         self._character_approved = resume is not None and resume.phase is not Phase.AWAITING_CHARACTER_REVIEW
         self._approval: ApproveInput | None = None
         self._cancellation: CancelInput | None = None
+        self._misconfigured: calls.Failed | None = None
+        """A GPU call the deployment's own configuration refused: the set stops with its reason (no work can run)."""
         self._busy = 0
         self._work = {action.name: ActionWork(action.name) for action in self._state.actions}
         """Each action's work in flight, by action name: what stops when it is dropped."""
@@ -163,9 +165,12 @@ class EmojiSetWorkflow:
             raise
 
     async def _until_cancelled(self, work: Coroutine[Any, Any, Phase | None]) -> Phase | None:
-        """Run ``work``; a cancel signal stops it and everything it spawned (returns CANCELLED)."""
+        """Run ``work``; a cancel signal stops it and everything it spawned (returns CANCELLED), and so does a refused
+        deployment configuration (raises it: the set fails with one reason, not a failure per frame)."""
         task = asyncio.create_task(work)
-        await workflow.wait_condition(lambda: task.done() or self._cancellation is not None)
+        await workflow.wait_condition(
+            lambda: task.done() or self._cancellation is not None or self._misconfigured is not None
+        )
         if task.done():
             return task.result()
         running = [task, *(spawned for work in self._work.values() for spawned in work.background())]
@@ -174,6 +179,10 @@ class EmojiSetWorkflow:
         for each in running:
             with contextlib.suppress(asyncio.CancelledError, ActivityError, _Expired):
                 await each
+        if self._misconfigured is not None:
+            raise FailureType.DEPLOYMENT_MISCONFIGURED.error(
+                f"the set stopped: {self._misconfigured.reason}"
+            ) from self._misconfigured.error
         return Phase.CANCELLED
 
     # --- Queries and messages ------------------------------------------------------------------------------------
@@ -588,7 +597,8 @@ class EmojiSetWorkflow:
             )
         )
         if isinstance(checks, calls.Failed):
-            raise FailureType.INVALID_REQUEST.error(checks.reason) from checks.error
+            kind = checks.kind if checks.kind is FailureType.DEPLOYMENT_MISCONFIGURED else FailureType.INVALID_REQUEST
+            raise kind.error(checks.reason) from checks.error
         description, _, refusals = checks
         self._state.pipeline_info = f"{description.pipeline} on {description.device} ({description.precision})"
         self._state.export_refusals = refusals
@@ -827,6 +837,8 @@ class EmojiSetWorkflow:
             if isinstance(output, calls.Failed):
                 for candidate in candidates:
                     candidate.status, candidate.error = CandidateStatus.FAILED, f"matting failed: {output.reason}"
+                if output.kind is FailureType.DEPLOYMENT_MISCONFIGURED:
+                    self._misconfigured = self._misconfigured or output
                 self._refresh(action)  # before the GPU slot is let go: the order of commands is recorded
                 return
         for candidate, result in zip(candidates, output.results, strict=True):

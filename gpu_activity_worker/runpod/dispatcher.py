@@ -67,7 +67,15 @@ from gpu_activity_worker.engines import StepRegistry, builtin_steps
 from gpu_activity_worker.matting import failure_type
 from gpu_activity_worker.pipeline import Pipelines
 from gpu_activity_worker.refine import BUILTIN_SEGMENTERS, FALLBACK, Refiners, refine_matte
-from gpu_activity_worker.runpod.api import JobNotFoundError, JobReport, JobStatus, RunPodApi, RunPodApiError
+from gpu_activity_worker.runpod.api import (
+    ApiRetry,
+    EndpointMisconfiguredError,
+    JobNotFoundError,
+    JobReport,
+    JobStatus,
+    RunPodApi,
+    RunPodApiError,
+)
 from gpu_activity_worker.runpod.jobs import (
     MatteSlotJob,
     MatteSlotJobOutput,
@@ -97,6 +105,8 @@ from workflows.contract import (
     TemporalMode,
 )
 
+logger = logging.getLogger(__name__)
+
 CANCEL_DELAY = 2 * HEARTBEAT_INTERVAL
 """How long a cancelled slot keeps its places in flight, for its set's other slots to learn of their own
 cancellation: each heartbeats every :data:`HEARTBEAT_INTERVAL`, and the worker's heartbeat throttle is that interval
@@ -112,7 +122,10 @@ def _matting_failure(err: MattingError | ArtifactError) -> ApplicationError:
 
 
 def _api_failure(err: RunPodApiError) -> ApplicationError:
-    """A failed RunPod request as a Temporal failure: retried unless RunPod refused the request itself."""
+    """A failed RunPod request (already tried again in place, :class:`~gpu_activity_worker.runpod.api.ApiRetry`) as a
+    Temporal failure: retried unless RunPod refused the request itself."""
+    if isinstance(err, EndpointMisconfiguredError):
+        return FailureType.DEPLOYMENT_MISCONFIGURED.error(str(err))
     if isinstance(err, JobNotFoundError):
         return FailureType.RUNPOD_JOB_LOST.error(f"the RunPod job was lost: {err}")
     if err.status == 429:
@@ -182,8 +195,9 @@ def _share_of(request: MatteSlotInput, indices: list[int]) -> MatteSlotInput:
 
 
 def _settled(err: ApplicationError) -> MatteCandidateResult | ApplicationError:
-    """A candidate's failure as its own result when no retry fixes it; else ``err``, to fail the activity with."""
-    if err.non_retryable:
+    """A candidate's failure as its own result when no retry fixes it; else ``err``, to fail the activity with (also
+    a misconfigured deployment: not the candidate's failure, and the same for every other)."""
+    if err.non_retryable and err.type != FailureType.DEPLOYMENT_MISCONFIGURED:
         return MatteCandidateResult(failure=_kind(err), error=err.message)
     return err
 
@@ -247,13 +261,31 @@ class RunPodDispatcher:
     async def aclose(self) -> None:
         await self._api.aclose()
 
+    async def check_endpoint(self) -> None:
+        """Ask the endpoint's ``/health`` whether RunPod takes this deployment's key and endpoint id.
+
+        Raises:
+            EndpointMisconfiguredError: RunPod refused them; the message names the setting to fix. Any other failure
+                (RunPod unreachable for now) is only logged: the jobs' own calls ride it out or fail for a retry.
+        """
+        try:
+            await self._api.health()
+        except EndpointMisconfiguredError:
+            raise
+        except RunPodApiError as err:
+            logger.warning("could not check the RunPod endpoint", extra={"endpoint": self._endpoint, "error": str(err)})
+
     @activity.defn(name=ActivityName.DESCRIBE_PIPELINE)
     async def describe_pipeline(self, request: DescribePipelineInput) -> PipelineDescription:
-        """Check the pipeline name against the engine registry; ``UnknownPipeline`` if it cannot exist."""
+        """Check the pipeline name against the engine registry (``UnknownPipeline`` if it cannot exist) and the
+        endpoint's key and id against RunPod (``DeploymentMisconfigured``), before a set spends anything."""
         try:
             steps = self._pipelines.parse(request.pipeline)
+            await self.check_endpoint()
         except MattingError as err:
             raise _matting_failure(err) from err
+        except EndpointMisconfiguredError as err:
+            raise _api_failure(err) from err
         names = [str(step) for step in steps]
         if request.temporal is not TemporalMode.NONE:
             # SAM 2's video tracking does not run through RunPod: stabilise_emoji runs here, weight-free.
@@ -290,6 +322,9 @@ class RunPodDispatcher:
                 raise outcome  # unforeseen: the others are settled, the retry resumes their jobs
             settled.update(outcome)
         retry = {index: err for index, err in sorted(settled.items()) if isinstance(err, ApplicationError)}
+        for err in retry.values():
+            if err.type == FailureType.DEPLOYMENT_MISCONFIGURED:
+                raise err  # one failure for the slot, naming the setting to fix, not one per candidate
         if retry:
             raise _slot_failure(retry, count)
         results = [result for _, result in sorted(settled.items()) if isinstance(result, MatteCandidateResult)]
@@ -488,10 +523,18 @@ class RunPodDispatcher:
         return MatteSlotJob(op="matte_slot", request=share, inline_sources=inline_sources).model_dump(mode="json")
 
     async def _poll(self, job_id: str) -> JobReport:
+        """The job's report once it has finished; a state this dispatcher does not know is logged and polled on."""
+        unknown = ""
         while True:
             report = await self._api.status(job_id)
             if report.status.finished:
                 return report
+            if report.status is JobStatus.UNKNOWN and report.reported_status != unknown:
+                unknown = report.reported_status
+                activity.logger.warning(
+                    "RunPod reports a job state this dispatcher does not know; polling on",
+                    extra={"job_id": job_id, "state": unknown},
+                )
             await asyncio.sleep(self._poll_s)
 
     async def _cancel(self, job_id: str) -> None:
@@ -536,7 +579,12 @@ def build_dispatcher_worker(
     """
     if not settings.runpod_endpoint_id or settings.runpod_api_key is None:
         raise ValueError("the dispatcher needs POPCON_RUNPOD_ENDPOINT_ID and POPCON_RUNPOD_API_KEY")
-    api = RunPodApi(settings.runpod_base_url, settings.runpod_endpoint_id, settings.runpod_api_key)
+    api = RunPodApi(
+        settings.runpod_base_url,
+        settings.runpod_endpoint_id,
+        settings.runpod_api_key,
+        retry=ApiRetry(attempts=settings.runpod_api_attempts),
+    )
     dispatcher = RunPodDispatcher(api, store, settings, inline=inline, steps=steps)
     slots = dispatcher.jobs_at_once
     worker = Worker(
@@ -572,6 +620,11 @@ async def main() -> None:
         inline=not artifacts.is_shared(),
         deployment=worker_deployment(deployment, Role.GPU),
     )
+    try:
+        await dispatcher.check_endpoint()
+    except EndpointMisconfiguredError as err:
+        await dispatcher.aclose()
+        raise SystemExit(f"the dispatcher cannot serve the GPU queue: {err}") from None
     try:
         await serve_until_signalled(worker, lambda: promote_on_start(client, deployment, Role.GPU))
     finally:

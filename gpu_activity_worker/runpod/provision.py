@@ -1,9 +1,11 @@
 """RunPod provisioning: deploy the matting endpoint, and smoke-test it with one real frame.
 
 :func:`deploy` creates or updates, found by name, a serverless *template* (the GPU image, its start argument, disk
-and the handler's environment) and a queue *endpoint* built from it (GPU pools, workers, idle timeout, FlashBoot,
-execution timeout): a second run updates both instead of duplicating them. A dry run only reads (the two lists it
-needs to choose between create and update) and returns the writes it would have sent.
+and the handler's environment) and a queue *endpoint* built from it (GPU pools and excluded types, workers, idle
+timeout, FlashBoot, execution timeout): a second run updates both instead of duplicating them. Before it writes, it
+checks the GPU choice against RunPod's GPU catalogue (:mod:`~gpu_activity_worker.runpod.gpu_choice`) and the
+container disk against the image's size (:mod:`~gpu_activity_worker.runpod.disk`). A dry run only reads (the two
+lists it needs to choose between create and update, and the catalogue) and returns the writes it would have sent.
 
 :func:`smoke` sends one small frame through the endpoint's queue as a matting job (``/run``, then ``/status`` until
 the job ends) and checks the answer: the output must validate as the handler's :class:`MatteJobOutput` (the
@@ -12,13 +14,14 @@ through the shared ``s3://`` artifact store when there is one, else inline in th
 
 RunPod API facts relied on (docs.runpod.io/api-reference-v2, OpenAPI at api.runpod.io/v2/openapi.json):
 management base ``https://api.runpod.io/v2`` with ``Authorization: Bearer <key>``; ``GET|POST /templates``,
-``PATCH /templates/{id}``, ``GET|POST /serverless``, ``PATCH /serverless/{id}``; lists come wrapped
-(``{"templates": [...]}``, ``{"endpoints": [...]}``); errors are RFC 9457 problems (``title``, ``status``,
-``detail``, ``errors``). An endpoint keeps a snapshot of its template: a PATCH carrying ``templateId`` re-applies the
-template's container settings and replaces the endpoint's env. REST v1 (``rest.runpod.io/v1``) was retired on
-2026-11-15 and the GraphQL API (behind runpod 1.12's ``create_template``/``create_endpoint``) retires in early 2027,
-so neither is used. The queue API is ``https://api.runpod.ai/v2/{endpoint id}`` (``/health``, ``/run``,
-``/status/{job}``, ``/cancel/{job}``).
+``PATCH /templates/{id}``, ``GET|POST /serverless``, ``PATCH /serverless/{id}``, ``GET /catalog/gpus``; lists come
+wrapped (``{"templates": [...]}``, ``{"endpoints": [...]}``, ``{"gpus": [...]}``); errors are RFC 9457 problems
+(``title``, ``status``, ``detail``, ``errors``); testkit/runpod_v2_schema.json keeps the published schema of these
+bodies, which the tests hold every request to. An endpoint keeps a snapshot of its template: a PATCH carrying
+``templateId`` re-applies the template's container settings and replaces the endpoint's env. REST v1
+(``rest.runpod.io/v1``) was retired on 2026-11-15 and the GraphQL API (behind runpod 1.12's
+``create_template``/``create_endpoint``) retires in early 2027, so neither is used. The queue API is
+``https://api.runpod.ai/v2/{endpoint id}`` (``/health``, ``/run``, ``/status/{job}``, ``/cancel/{job}``).
 """
 
 from __future__ import annotations
@@ -36,13 +39,15 @@ from urllib.parse import urlparse
 
 import httpx
 import numpy as np
-from PIL import Image, ImageDraw, UnidentifiedImageError
+from PIL import Image, UnidentifiedImageError
 from pydantic import SecretStr, ValidationError
 
 from core.artifacts import ArtifactError, ArtifactStore, open_store
 from core.redact import REDACTED, redact, register_secret
 from core.settings import ArtifactSettings
+from gpu_activity_worker.runpod import gpu_choice
 from gpu_activity_worker.runpod.api import JobStatus, RunPodApi, RunPodApiError
+from gpu_activity_worker.runpod.disk import MIN_FREE_FRACTION, WORK_ROOM_GB, container_disk_needed_gb
 from gpu_activity_worker.runpod.jobs import (
     INLINE_SCHEME,
     MatteJob,
@@ -53,6 +58,7 @@ from gpu_activity_worker.runpod.jobs import (
 )
 from gpu_activity_worker.runpod.settings import RunPodSettings
 from gpu_activity_worker.settings import GpuWorkerSettings
+from gpu_activity_worker.smoke_frame import cut_out_problem, smoke_frame
 from workflows.contract import ArtifactRef, MatteFrameInput, MatteFrameOutput
 from workflows.keys import candidate_key
 
@@ -182,6 +188,15 @@ class RunPodRest:
             raise ProvisionError(f"GET {self.url(collection)} answered without a {key!r} list: {str(answer)[:200]}")
         return items
 
+    def gpu_catalogue(self, min_cuda: str) -> Sequence[dict[str, Any]]:
+        """Every GPU type, with the CUDA versions its serverless machines offer from ``min_cuda`` on."""
+        query = f"include=AVAILABILITY&product=SERVERLESS&minCudaVersion={min_cuda}"
+        answer = self._send(ApiCall("GET", self.url(f"catalog/gpus?{query}")))
+        gpus = answer.get("gpus") if isinstance(answer, dict) else None
+        if not isinstance(gpus, list):
+            raise ProvisionError(f"GET {self.url('catalog/gpus')} answered without a 'gpus' list: {str(answer)[:200]}")
+        return gpus
+
     def send(self, call: ApiCall) -> dict[str, Any]:
         """Send a create or update; returns the resource RunPod answers with."""
         answer = self._send(call)
@@ -196,6 +211,8 @@ class Deployment:
 
     template: dict[str, Any]
     endpoint: dict[str, Any]
+    excluded_types: tuple[str, ...] | None = None
+    """GPU types taken out of the pools; ``None`` keeps those the endpoint has."""
     secrets: tuple[str, ...] = ()
     """Secret values inside the bodies, scrubbed from any error text."""
 
@@ -241,17 +258,24 @@ def deployment_from(
     """The template and endpoint the settings describe.
 
     Raises:
-        ProvisionError: No image is set.
+        ProvisionError: No image is set, or the container disk is too small for it.
     """
     if not settings.runpod_image:
         raise ProvisionError(
             "POPCON_RUNPOD_IMAGE is empty: set the GPU image the endpoint runs (built from docker/gpu.Dockerfile)"
         )
+    needed, disk = container_disk_needed_gb(settings.runpod_image_size_gb), settings.container_disk_gb()
+    if disk < needed:
+        raise ProvisionError(
+            f"POPCON_RUNPOD_CONTAINER_DISK_GB={disk} is too small: the image "
+            f"({settings.runpod_image_size_gb:g} GB unpacked, POPCON_RUNPOD_IMAGE_SIZE_GB) and {WORK_ROOM_GB:g} GB to "
+            f"work in need {needed} GB, so that RunPod's start-up check finds {MIN_FREE_FRACTION:.0%} of the disk free"
+        )
     template = {
         "name": settings.runpod_template_name,
         "image": settings.runpod_image,
         "args": "handler",
-        "disk": settings.runpod_container_disk_gb,
+        "disk": disk,
         "env": handler_environment(settings, matting, artifacts, log_level=log_level),
         "ports": [],
         "serverless": True,
@@ -280,7 +304,13 @@ def deployment_from(
         "flashboot": "FLASHBOOT" if settings.runpod_flashboot else "OFF",
     }
     secret = artifacts.s3_secret_access_key
-    return Deployment(template, endpoint, secrets=(secret.get_secret_value(),) if secret else ())
+    excluded = settings.runpod_gpu_excluded_types
+    return Deployment(
+        template,
+        endpoint,
+        excluded_types=None if excluded is None else tuple(excluded),
+        secrets=(secret.get_secret_value(),) if secret else (),
+    )
 
 
 @dataclass
@@ -289,6 +319,8 @@ class DeployResult:
 
     calls: list[ApiCall] = field(default_factory=list)
     """The writes, in order: sent, or only planned in a dry run."""
+    checks: list[str] = field(default_factory=list)
+    """What the checks before the writes found: the GPUs workers may start on, exclusions carried or dropped."""
     summary: list[str] = field(default_factory=list)
     template_id: str = ""
     endpoint_id: str = ""
@@ -303,17 +335,45 @@ def _named(items: list[dict[str, Any]], name: str, kind: str) -> dict[str, Any] 
     return matches[0] if matches else None
 
 
+def _gpu(
+    rest: RunPodRest, deployment: Deployment, endpoint: Mapping[str, Any] | None, result: DeployResult
+) -> dict[str, Any]:
+    """The endpoint's ``gpu`` block with its exclusions (the settings', else the endpoint's own), checked against the
+    catalogue; notes where workers can run in ``result.checks``."""
+    gpu = dict(deployment.endpoint["gpu"])
+    catalogue = rest.gpu_catalogue(gpu["minCudaVersion"])
+    excluded = deployment.excluded_types
+    if excluded is None:
+        current = (endpoint or {}).get("gpu") or {}
+        excluded, dropped = gpu_choice.carried_exclusions(catalogue, gpu["pools"], current.get("excludedTypes") or [])
+        if excluded:
+            result.checks.append(f"GPU types kept out, as the endpoint had them: {', '.join(excluded)}")
+        if dropped:
+            result.checks.append(f"exclusions dropped, no longer in the pools: {', '.join(dropped)}")
+    try:
+        choice = gpu_choice.check(catalogue, gpu["pools"], excluded, gpu["minCudaVersion"])
+    except gpu_choice.GpuChoiceError as err:
+        raise ProvisionError(str(err)) from err
+    result.checks += [f"GPU {line}" for line in choice.report]
+    return {**gpu, "excludedTypes": list(choice.excluded)}
+
+
 def deploy(rest: RunPodRest, deployment: Deployment, *, dry_run: bool = False) -> DeployResult:
     """Create or update the template, then the endpoint built from it; idempotent (both are found by name).
 
+    The GPU choice is checked against RunPod's catalogue first; an update sends the exclusions with the pools (RunPod
+    clears exclusions an update's pools come without), the settings' or else the endpoint's own.
+
     Raises:
-        ProvisionError: No network, a refused key, an API error, or two resources with the wanted name.
+        ProvisionError: No network, a refused key, an API error, two resources with the wanted name, or a GPU choice
+            the catalogue shows cannot run the image.
     """
     result = DeployResult()
     template_name = deployment.template["name"]
     endpoint_name = deployment.endpoint["name"]
     template = _named(rest.list("templates"), template_name, "template")
     endpoint = _named(rest.list("serverless"), endpoint_name, "endpoint")
+    endpoint_body = {**deployment.endpoint, "gpu": _gpu(rest, deployment, endpoint, result)}
 
     if template is None:
         template_call = ApiCall("POST", rest.url("templates"), deployment.template)
@@ -327,12 +387,10 @@ def deploy(rest: RunPodRest, deployment: Deployment, *, dry_run: bool = False) -
     result.summary.append(f"template {template_name} {'updated' if template else 'created'}: {result.template_id}")
 
     if endpoint is None:
-        endpoint_call = ApiCall(
-            "POST", rest.url("serverless"), {**deployment.endpoint, "templateId": result.template_id}
-        )
+        endpoint_call = ApiCall("POST", rest.url("serverless"), {**endpoint_body, "templateId": result.template_id})
     else:
         # The routing type cannot change and is not accepted in an update; templateId re-applies image and env.
-        changes = {key: value for key, value in deployment.endpoint.items() if key != "type"}
+        changes = {key: value for key, value in endpoint_body.items() if key != "type"}
         endpoint_call = ApiCall(
             "PATCH", rest.url(f"serverless/{endpoint['id']}"), {**changes, "templateId": result.template_id}
         )
@@ -350,20 +408,6 @@ def deploy(rest: RunPodRest, deployment: Deployment, *, dry_run: bool = False) -
 
 
 # --- Smoke test -------------------------------------------------------------------------------------------------
-
-
-def smoke_frame(size: int = 96) -> bytes:
-    """A small cartoon face on a white background, as PNG: a subject the classical pipeline cuts out cleanly."""
-    image = Image.new("RGB", (size, size), "white")
-    draw = ImageDraw.Draw(image)
-    margin = size // 6
-    draw.ellipse((margin, margin, size - margin, size - margin), fill=(255, 140, 40), outline=(90, 40, 10), width=3)
-    eye = size // 14
-    for x in (size * 3 // 8, size * 5 // 8):
-        draw.ellipse((x - eye, size * 2 // 5 - eye, x + eye, size * 2 // 5 + eye), fill=(30, 20, 10))
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    return buffer.getvalue()
 
 
 @dataclass(frozen=True)
@@ -441,11 +485,9 @@ def check_output(raw: Any, request: MatteFrameInput, store: ArtifactStore | None
     height, width = alpha.shape
     if (width, height) != (request.source.width, request.source.height):
         raise ProvisionError(f"the matte is {width}x{height}, the frame {request.source.width}x{request.source.height}")
-    centre, corners = alpha[height // 2, width // 2], alpha[[0, 0, -1, -1], [0, -1, 0, -1]]
-    if centre < 224 or corners.max() > 31:
-        raise ProvisionError(
-            f"the matte does not cut the test subject out: centre alpha {centre}, corner alphas {corners.tolist()}"
-        )
+    problem = cut_out_problem(alpha)
+    if problem:
+        raise ProvisionError(problem)
     return output.result
 
 

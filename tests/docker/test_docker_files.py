@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shlex
+import site
 import socket
 import subprocess
 import sys
@@ -22,6 +23,10 @@ from typing import Any
 import pytest
 import yaml
 
+from gpu_activity_worker import check_image
+from gpu_activity_worker.engines import builtin_steps
+from gpu_activity_worker.pipeline import Pipelines
+from gpu_activity_worker.runpod.settings import RunPodSettings
 from gpu_activity_worker.weights import CATALOGUE
 from testkit.dockerfile import instructions
 from testkit.settings_roles import every_setting
@@ -181,6 +186,50 @@ def test_the_gpu_image_starts_through_its_entrypoint_script() -> None:
     instructions = dockerfile_instructions(DOCKER / "gpu.Dockerfile")
     assert ("ENTRYPOINT", '["gpu-entrypoint"]') in instructions and ("CMD", '["handler"]') in instructions
     assert ("COPY", "--chmod=755 docker/gpu-entrypoint.sh /usr/local/bin/gpu-entrypoint") in instructions
+
+
+def _build_arg(name: str) -> str:
+    [value] = [
+        args.split("=", 1)[1].strip('"')
+        for op, args in dockerfile_instructions(DOCKER / "gpu.Dockerfile")
+        if op == "ARG" and args.startswith(f"{name}=")
+    ]
+    return value
+
+
+def test_the_served_pipelines_are_valid_and_the_ones_popcon_runpod_smoke_checks() -> None:
+    pipelines = _build_arg("PIPELINES").split()
+    assert pipelines == RunPodSettings(_env_file=None).runpod_pipelines
+    assert env_example()["GPU_PIPELINES"] == _build_arg("PIPELINES")
+    build_args = compose()["services"]["gpu-worker"]["build"]["args"]
+    assert build_args["PIPELINES"] == "${GPU_PIPELINES:-" + _build_arg("PIPELINES") + "}"
+    registry = Pipelines(builtin_steps())
+    for name in pipelines:
+        registry.parse(name)
+    assert "check_image $PIPELINES" in " ".join(args for op, args in dockerfile_instructions(DOCKER / "gpu.Dockerfile"))
+
+
+def test_the_gpu_image_is_a_plain_python_base_whose_cuda_libraries_come_from_the_wheels() -> None:
+    """No CUDA toolkit in the base: onnxruntime's CUDA provider finds the ``nvidia-*`` wheels' libraries through the
+    image's LD_LIBRARY_PATH, and each library the build check loads lies in one of its folders (as this environment's
+    wheels lay them out)."""
+    base = _build_arg("BASE_IMAGE")
+    assert base.startswith("python:3.11-slim"), base
+    env = dict(
+        pair.split("=", 1)
+        for op, args in dockerfile_instructions(DOCKER / "gpu.Dockerfile")
+        if op == "ENV"
+        for pair in shlex.split(args)
+    )
+    site_packages = f"{env['VIRTUAL_ENV']}/lib/python3.11/site-packages/"
+    folders = env["LD_LIBRARY_PATH"].split(":")
+    assert all(folder.startswith(site_packages + "nvidia/") for folder in folders), folders
+    assert (env["NVIDIA_VISIBLE_DEVICES"], env["NVIDIA_DRIVER_CAPABILITIES"]) == ("all", "compute,utility")
+    here = [Path(p) for p in site.getsitepackages() if (Path(p) / "nvidia").is_dir()]
+    if not here:
+        pytest.skip("this environment has no nvidia-* wheels (the gpu extra) to lay the image's folders out")
+    for library in check_image.CUDA_LIBRARIES:
+        assert any((here[0] / folder.removeprefix(site_packages) / library).exists() for folder in folders), library
 
 
 def test_baked_weights_are_in_the_catalogue() -> None:

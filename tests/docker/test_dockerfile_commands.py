@@ -2,9 +2,11 @@
 
 The GPU image's weights step once ran ``python -m gpu_activity_worker.weights fetch``: a module with no ``__main__``,
 which did nothing and exited 0, so the image shipped without weights. Here every step must do what it says: the
-venv and the install (the GPU image: its role's dependency set only, the project not installed, its code run from
-/app with the project's version), the weights fetched from a loopback file server and verified against their pinned
-sha256 (and the real default refused when it cannot be fetched), the entrypoint script's modes.
+venv and the install (the GPU image: its role's dependency set only, onnxruntime's CUDA build, the project not
+installed, its code run from /app with the project's version), the weights fetched from a loopback file server and
+verified against their pinned sha256 (and the real default refused when it cannot be fetched), the check that fails
+the build unless onnxruntime runs on CUDA and every served pipeline cuts the smoke frame out with the baked weights,
+the entrypoint script's modes.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ NOT_FOR_THE_GPU_IMAGE = {"av", "libimagequant", "apngasm-python", "pyoxipng", "t
 
 def _resolved(pip_output: str) -> set[str]:
     """The distributions a ``pip install`` resolved (already there or collected), by normalised name."""
-    found = re.findall(r"^(?:Requirement already satisfied|Collecting): ([A-Za-z0-9._-]+)", pip_output, re.MULTILINE)
+    found = re.findall(r"^(?:Requirement already satisfied: |Collecting )([A-Za-z0-9._-]+)", pip_output, re.MULTILINE)
     return {re.sub(r"[-_.]+", "-", name).lower() for name in found}
 
 
@@ -69,7 +71,7 @@ def gpu_image(tmp_path_factory: pytest.TempPathFactory, weight_server: FileServe
     image = Rehearsal(
         DOCKER / "gpu.Dockerfile",
         tmp_path_factory.mktemp("gpu-image"),
-        build_args={"WEIGHTS": "rehearsal"},
+        build_args={"WEIGHTS": "rehearsal", "PIPELINES": "classical"},
         site_hook=_catalogue_hook(weight_server.base_url),
     )
     image.build()
@@ -80,16 +82,32 @@ def test_every_run_of_the_gpu_image_does_what_it_says(gpu_image: Rehearsal, weig
     venv = Path(gpu_image.env["VIRTUAL_ENV"])
     model_dir = Path(gpu_image.env["POPCON_MODEL_DIR"])
 
-    assert [i.op for i, _ in gpu_image.log] == ["RUN", "RUN", "RUN"]
+    assert [i.op for i, _ in gpu_image.log] == ["RUN", "RUN", "RUN", "RUN"]
     assert (venv / "bin" / "python").exists(), "the venv step made the image's venv"
     resolved = _resolved(gpu_image.log[1][1].stdout)
     assert {"temporalio", "torch", "sam2", "boto3", "runpod"} <= resolved, "the install resolved the GPU role's set"
+    assert "onnxruntime-gpu" in resolved and "onnxruntime" not in resolved, "onnxruntime's CUDA build, not the CPU's"
     assert not resolved & NOT_FOR_THE_GPU_IMAGE, sorted(resolved & NOT_FOR_THE_GPU_IMAGE)
     assert not any(venv.glob("lib/python3.11/site-packages/popcon_emoji_pipeline*")), "only the dependencies install"
     assert not (venv / "bin" / "popcon").exists(), "no `popcon` script (the CLI is not in this image): none to delete"
     assert "/rehearsal.onnx" in weight_server.asked, "the weights step downloaded the weight set"
     assert (model_dir / "rehearsal" / "rehearsal.onnx").read_bytes() == WEIGHT_BYTES
+    checked = gpu_image.log[3][1].stdout.splitlines()
+    assert checked[0].startswith("onnxruntime ") and checked[0].endswith(" runs on CUDA: ok"), checked
+    assert checked[1] == "the CUDA libraries load: ok"
+    assert checked[2].startswith("pipeline classical cuts the smoke frame out (") and checked[2].endswith("s): ok")
     assert gpu_image.system_commands() == []
+
+
+def test_the_check_step_fails_the_build_for_a_served_pipeline_whose_weights_are_not_baked(
+    gpu_image: Rehearsal,
+) -> None:
+    [check_step] = [i for i in instructions(DOCKER / "gpu.Dockerfile") if i.op == "RUN" and "check_image" in i.args]
+    done = gpu_image.shell(check_step, {**gpu_image.build_args, "PIPELINES": "classical rembg:u2netp"})
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "pipeline rembg:u2netp cuts the smoke frame out" in done.stdout
+    assert "FAILED: WeightsMissingError: weights 'rembg-u2netp' are not in" in done.stdout, done.stdout
 
 
 def test_the_gpu_image_runs_its_code_from_app_with_the_projects_version(gpu_image: Rehearsal) -> None:

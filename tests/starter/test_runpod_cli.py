@@ -1,22 +1,19 @@
 """``popcon runpod deploy`` and ``popcon runpod smoke`` against a stand-in of RunPod's APIs on 127.0.0.1.
 
-The stand-in answers like the documented APIs: the REST API v2 (``/v2/templates``, ``/v2/serverless``: Bearer auth,
-wrapped lists, 201 on create, RFC 9457 problems, 422 for a field the schema does not allow) and an endpoint's queue
-API (``/run``, ``/status/{id}``, ``/cancel/{id}``, ``/health``), whose jobs run the real RunPod handler
-(:class:`MattingHandler`, classical pipeline) on the first status request, as RunPod's local test server does. What
-RunPod or the endpoint says may quote a secret: the CLI never prints one.
+The stand-in (:mod:`testkit.runpod_management`) answers like the documented APIs: the REST API v2 (templates,
+serverless endpoints and the GPU catalogue; every body held to RunPod's published schema, 422 otherwise) and an
+endpoint's queue API, whose jobs run the real RunPod handler (:class:`MattingHandler`, classical pipeline) on the
+first status request, as RunPod's local test server does. What RunPod or the endpoint says may quote a secret: the
+CLI never prints one.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
+import re
 import socket
-import threading
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -30,154 +27,23 @@ from core.settings import ArtifactSettings
 from gpu_activity_worker.engines import builtin_steps
 from gpu_activity_worker.engines.base import StepContext
 from gpu_activity_worker.pipeline import Pipelines
-from gpu_activity_worker.runpod import provision
+from gpu_activity_worker.runpod import disk, provision
 from gpu_activity_worker.runpod.handler import MattingHandler
 from starter.runpod_cli import app
+from testkit.runpod_management import FakeRunPod, schema_errors, serving
 from testkit.s3 import s3_server
 
 KEY = "rpa_TESTKEY0123456789"
 S3_SECRET = "s3-secret-never-printed"
 BUCKET = "emoji"
-
-# Fields the v2 OpenAPI allows (unevaluatedProperties: false), and those it requires.
-TEMPLATE_FIELDS = {
-    "name", "image", "args", "disk", "env", "ports", "registry", "mounts", "serverless", "public", "category",
-    "startSsh", "startJupyter", "allowedCudaVersions",
-}  # fmt: skip
-ENDPOINT_UPDATE_FIELDS = {
-    "name", "templateId", "gpu", "cpu", "workers", "scaling", "timeout", "flashboot", "dataCenterIds",
-    "networkVolumes", "image", "args", "disk", "env", "ports", "registry",
-}  # fmt: skip
-ENDPOINT_CREATE_FIELDS = ENDPOINT_UPDATE_FIELDS | {"type"}
-
-
-@dataclass
-class Recorded:
-    method: str
-    path: str
-    body: Any
-
-
-@dataclass
-class FakeRunPod:
-    """State of the stand-in: what it holds, what it was sent, and how its jobs behave."""
-
-    handler: MattingHandler
-    requests: list[Recorded] = field(default_factory=list)
-    templates: dict[str, dict[str, Any]] = field(default_factory=dict)
-    endpoints: dict[str, dict[str, Any]] = field(default_factory=dict)
-    jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
-    job_mode: str = "work"
-    """work: run the handler; stuck: stay IN_QUEUE; garbage: complete with an output that fits no contract; leaky:
-    fail with an error that quotes the API key."""
-    echo_secret_in_errors: bool = False
-    echo_key_in_refusals: bool = False
-    """A 401 quotes the key it was given."""
-    api_key: str = KEY
-    """The only key accepted."""
-    base_url: str = ""
-
-    def writes(self) -> list[Recorded]:
-        return [r for r in self.requests if r.method != "GET"]
-
-
-def _problem(status: int, title: str, detail: str, errors: list[str] | None = None) -> dict[str, Any]:
-    return {"title": title, "status": status, "detail": detail, **({"errors": errors} if errors else {})}
-
-
-def _route(fake: FakeRunPod, method: str, path: str, body: Any, auth: str | None) -> tuple[int, Any]:
-    if auth != f"Bearer {fake.api_key}":
-        quoted = f": {(auth or '').removeprefix('Bearer ')}" if fake.echo_key_in_refusals else ""
-        return 401, _problem(401, "Unauthorized", f"invalid bearer token{quoted}")
-    parts = path.strip("/").split("/")
-    if parts[0] == "v2":
-        return _management(fake, method, parts[1:], body)
-    if parts[0] == "queue":
-        return _queue(fake, method, parts[1:], body)
-    return 404, _problem(404, "Not Found", path)
-
-
-def _management(fake: FakeRunPod, method: str, parts: list[str], body: Any) -> tuple[int, Any]:
-    collection, ident = parts[0], parts[1] if len(parts) > 1 else None
-    store = fake.templates if collection == "templates" else fake.endpoints
-    key = "templates" if collection == "templates" else "endpoints"
-    if method == "GET" and ident is None:
-        return 200, {key: list(store.values())}
-    if collection == "templates":
-        allowed, required = TEMPLATE_FIELDS, ({"name", "image"} if method == "POST" else set())
-    else:
-        allowed = ENDPOINT_CREATE_FIELDS if method == "POST" else ENDPOINT_UPDATE_FIELDS
-        required = {"name", "type", "scaling"} if method == "POST" else set()
-    extra, missing = set(body) - allowed, required - set(body)
-    if extra or missing:
-        errors = [f"$: additional properties {sorted(extra)} not allowed"] if extra else []
-        errors += [f"$: missing properties {sorted(missing)}"] if missing else []
-        return 422, _problem(422, "Unprocessable Entity", "validation failed", errors)
-    if fake.echo_secret_in_errors:
-        return 422, _problem(422, "Unprocessable Entity", f"env value {body['env']} is not allowed here")
-    if method == "POST":
-        ident = uuid.uuid4().hex[:12]
-        store[ident] = {"id": ident, **body}
-        status = 201
-    elif method == "PATCH" and ident in store:
-        store[ident] = {**store[ident], **body}
-        status = 200
-    else:
-        return 404, _problem(404, "Not Found", f"no {collection} {ident}")
-    if collection == "serverless":
-        store[ident]["requestUrls"] = {"run": f"{fake.base_url}/queue/{ident}/run"}
-    return status, store[ident]
-
-
-def _queue(fake: FakeRunPod, method: str, parts: list[str], body: Any) -> tuple[int, Any]:
-    endpoint, operation = parts[0], parts[1]
-    if endpoint not in fake.endpoints:
-        return 404, {"error": "endpoint not found"}
-    if operation == "health":
-        return 200, {"jobs": {"inQueue": 0}, "workers": {"idle": 0, "running": 0, "throttled": 1}}
-    if operation == "run":
-        job_id = f"job-{uuid.uuid4().hex[:8]}"
-        fake.jobs[job_id] = {"id": job_id, "status": "IN_QUEUE", "input": body["input"], "policy": body["policy"]}
-        return 200, {"id": job_id, "status": "IN_QUEUE"}
-    job = fake.jobs.get(parts[2])
-    if job is None:
-        return 404, {"error": "job not found"}
-    if operation == "cancel":
-        job["status"] = "CANCELLED"
-    elif job["status"] == "IN_QUEUE" and fake.job_mode == "garbage":
-        job.update(status="COMPLETED", output={"matte": "nope"})
-    elif job["status"] == "IN_QUEUE" and fake.job_mode == "leaky":
-        job.update(status="FAILED", error=f"the handler crashed with its environment: RUNPOD_API_KEY {KEY}")
-    elif job["status"] == "IN_QUEUE" and fake.job_mode == "work":
-        output = asyncio.run(fake.handler.handle({"id": job["id"], "input": job["input"]}))
-        if "error" in output:
-            job.update(status="FAILED", error=output["error"])
-        else:
-            job.update(status="COMPLETED", output=output, delayTime=120, executionTime=45)
-    return 200, {key: value for key, value in job.items() if key not in ("input", "policy")}
-
-
-def _http_handler(fake: FakeRunPod) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def _serve(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(length)) if length else None
-            fake.requests.append(Recorded(self.command, self.path, body))
-            status, answer = _route(fake, self.command, self.path, body, self.headers.get("Authorization"))
-            data = json.dumps(answer).encode()
-            self.send_response(status)
-            content_type = "application/problem+json" if status >= 400 else "application/json"
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        do_GET = do_POST = do_PATCH = _serve
-
-        def log_message(self, format: str, *args: Any) -> None:
-            """Quiet: the test reads the recorded requests instead."""
-
-    return Handler
+CATALOGUE_QUERY = "include=AVAILABILITY&product=SERVERLESS&minCudaVersion=13.0"
+SEED = {
+    "POPCON_RUNPOD_GPU_POOLS": '["AMPERE_24"]',
+    "POPCON_RUNPOD_GPU_EXCLUDED_TYPES": '["NVIDIA L4", "NVIDIA GeForce RTX 3090"]',
+    "POPCON_RUNPOD_WORKERS": "3",
+    "POPCON_RUNPOD_IDLE_TIMEOUT_S": "30",
+}
+"""The seed's endpoint: RTX A5000 only (its pool without the L4 and the 3090), at most 3 workers, idle 30 s."""
 
 
 @pytest.fixture(scope="module")
@@ -194,6 +60,7 @@ def env(s3_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> di
         "POPCON_RUNPOD_API_KEY": KEY,
         "POPCON_RUNPOD_IMAGE": "docker.io/popcon/popcon-gpu:1",
         "POPCON_RUNPOD_POLL_INTERVAL_S": "0.05",
+        "POPCON_RUNPOD_PIPELINES": '["classical"]',
         "POPCON_ARTIFACT_ROOT": f"s3://{BUCKET}/smoke-root",
         "POPCON_S3_ENDPOINT_URL": s3_endpoint,
         "POPCON_S3_ACCESS_KEY_ID": "popcon",
@@ -221,15 +88,9 @@ def runpod(env: dict[str, str], tmp_path: Path) -> Iterator[FakeRunPod]:
         concurrency=1,
         inline_max_bytes=4_000_000,
     )
-    fake = FakeRunPod(handler)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _http_handler(fake))
-    fake.base_url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    env.update(POPCON_RUNPOD_REST_URL=f"{fake.base_url}/v2", POPCON_RUNPOD_BASE_URL=f"{fake.base_url}/queue")
-    yield fake
-    server.shutdown()
-    server.server_close()
+    with serving(FakeRunPod(handler, api_key=KEY)) as fake:
+        env.update(POPCON_RUNPOD_REST_URL=f"{fake.base_url}/v2", POPCON_RUNPOD_BASE_URL=f"{fake.base_url}/queue")
+        yield fake
     handler.close()
 
 
@@ -239,6 +100,12 @@ def invoke(env: dict[str, str], monkeypatch: pytest.MonkeyPatch, *args: str) -> 
     result = CliRunner().invoke(app, list(args))
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     return result.exit_code, result.output
+
+
+def written(out: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """The writes a dry run printed: method, URL and JSON body of each."""
+    calls = re.findall(r"^(POST|PATCH) (\S+)\n(\{.*?^\})$", out, re.MULTILINE | re.DOTALL)
+    return [(method, url, json.loads(body)) for method, url, body in calls]
 
 
 def unused_port() -> int:
@@ -255,7 +122,11 @@ def test_dry_run_prints_the_writes_with_secrets_redacted_and_sends_none(
 ) -> None:
     code, out = invoke(env, monkeypatch, "deploy", "--dry-run")
     assert code == 0, out
-    assert [(r.method, r.path) for r in runpod.requests] == [("GET", "/v2/templates"), ("GET", "/v2/serverless")]
+    assert [(r.method, r.path) for r in runpod.requests] == [
+        ("GET", "/v2/templates"),
+        ("GET", "/v2/serverless"),
+        ("GET", f"/v2/catalog/gpus?{CATALOGUE_QUERY}"),
+    ]
     assert f"POST {runpod.base_url}/v2/templates" in out and f"POST {runpod.base_url}/v2/serverless" in out
     template = json.loads(out[out.index("{") : out.index(f"POST {runpod.base_url}/v2/serverless")])
     assert template["env"]["POPCON_S3_SECRET_ACCESS_KEY"] == REDACTED
@@ -281,6 +152,7 @@ def test_deploy_creates_then_updates_instead_of_duplicating(
     assert endpoint["templateId"] == template_id
     assert endpoint["gpu"] == {
         "pools": ["AMPERE_24", "ADA_24"],
+        "excludedTypes": [],
         "count": 1,
         "minCudaVersion": "13.0",
         "allowedCudaVersions": [],
@@ -360,6 +232,203 @@ def test_deploy_failures_exit_1_with_the_reason(
     assert runpod.writes() == [] and not runpod.templates
 
 
+@pytest.mark.parametrize("command", ["deploy", "smoke"])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"POPCON_RUNPOD_TTL_MS": "1200000"}, "error: POPCON_RUNPOD_TTL_MS is 1200000 ms; it must be at least"),
+        ({"POPCON_RUNPOD_WORKERS": "0"}, "error: POPCON_RUNPOD_WORKERS: Input should be greater than or equal to 1"),
+    ],
+)
+def test_a_setting_out_of_bounds_exits_1_naming_the_variable(
+    runpod: FakeRunPod,
+    env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    command: str,
+    change: dict[str, str],
+    message: str,
+) -> None:
+    env.update(change)
+    code, out = invoke(env, monkeypatch, command)
+    assert code == 1 and message in out and "Traceback" not in out, out
+    assert runpod.writes() == []
+
+
+def test_the_seeds_configuration_pins_the_rtx_a5000_and_its_dry_run_fits_runpods_schema(
+    runpod: FakeRunPod, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env.update(SEED)
+    code, out = invoke(env, monkeypatch, "deploy", "--dry-run")
+    assert code == 0, out
+    [(_, _, template), (_, _, endpoint)] = written(out)
+    assert schema_errors("CreateTemplateRequest", template) == []
+    assert schema_errors("CreateEndpointRequest", endpoint) == []
+    assert endpoint["gpu"]["pools"] == ["AMPERE_24"]
+    assert endpoint["gpu"]["excludedTypes"] == ["NVIDIA L4", "NVIDIA GeForce RTX 3090"]
+    assert endpoint["workers"] == {"min": 0, "max": 3, "idleTimeout": 30}
+    assert "GPU NVIDIA RTX A5000 (AMPERE_24): CUDA 13.0; free now on 13.0" in out
+    assert "NVIDIA L4 (" not in out, "the excluded types are not offered"
+
+    code, out = invoke(env, monkeypatch, "deploy")
+    assert code == 0, out
+    [endpoint_id] = runpod.endpoints
+    code, out = invoke(env, monkeypatch, "deploy", "--dry-run")
+    [(_, _, template), (_, url, update)] = written(out)
+    assert url.endswith(f"/v2/serverless/{endpoint_id}")
+    assert schema_errors("UpdateTemplateRequest", template) == []
+    assert schema_errors("UpdateEndpointRequest", update) == []
+
+
+def test_exclusions_set_in_the_console_survive_an_update_unless_the_settings_name_others(
+    runpod: FakeRunPod, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env["POPCON_RUNPOD_GPU_POOLS"] = '["AMPERE_24"]'
+    code, out = invoke(env, monkeypatch, "deploy")
+    assert code == 0, out
+    [endpoint_id] = runpod.endpoints
+    runpod.endpoints[endpoint_id]["gpu"]["excludedTypes"] = ["NVIDIA L4"]  # an operator's change in the console
+
+    code, out = invoke(env, monkeypatch, "deploy")
+    assert code == 0, out
+    assert runpod.writes()[-1].body["gpu"]["excludedTypes"] == ["NVIDIA L4"], "sent with the pools, not cleared"
+    assert runpod.endpoints[endpoint_id]["gpu"]["excludedTypes"] == ["NVIDIA L4"]
+    assert "GPU types kept out, as the endpoint had them: NVIDIA L4" in out
+
+    env["POPCON_RUNPOD_GPU_POOLS"] = '["ADA_24"]'  # the carried exclusion is no type of the new pool
+    code, out = invoke(env, monkeypatch, "deploy")
+    assert code == 0, out
+    gpu = runpod.endpoints[endpoint_id]["gpu"]
+    assert (gpu["pools"], gpu["excludedTypes"]) == (["ADA_24"], [])
+    assert "exclusions dropped, no longer in the pools: NVIDIA L4" in out
+
+    env.update(POPCON_RUNPOD_GPU_POOLS='["AMPERE_24"]', POPCON_RUNPOD_GPU_EXCLUDED_TYPES="[]")
+    runpod.endpoints[endpoint_id]["gpu"]["excludedTypes"] = ["NVIDIA L4"]
+    code, out = invoke(env, monkeypatch, "deploy")
+    assert code == 0 and runpod.endpoints[endpoint_id]["gpu"]["excludedTypes"] == [], "an explicit [] clears them"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"POPCON_RUNPOD_GPU_POOLS": '["AMPERE_42"]'},
+            "POPCON_RUNPOD_GPU_POOLS: RunPod has no serverless GPU pool 'AMPERE_42'; its pools: ADA_24: NVIDIA GeForce "
+            "RTX 4090; AMPERE_16: NVIDIA RTX A4000; AMPERE_24: NVIDIA L4, NVIDIA RTX A5000, NVIDIA GeForce RTX 3090",
+        ),
+        (
+            {"POPCON_RUNPOD_GPU_POOLS": '["AMPERE_24"]', "POPCON_RUNPOD_GPU_EXCLUDED_TYPES": '["RTX A5000"]'},
+            "POPCON_RUNPOD_GPU_EXCLUDED_TYPES: 'RTX A5000' is not a GPU type of the pools (AMPERE_24: NVIDIA L4, "
+            "NVIDIA RTX A5000, NVIDIA GeForce RTX 3090)",
+        ),
+        (
+            {
+                "POPCON_RUNPOD_GPU_POOLS": '["ADA_24"]',
+                "POPCON_RUNPOD_GPU_EXCLUDED_TYPES": '["NVIDIA GeForce RTX 4090"]',
+            },
+            "POPCON_RUNPOD_GPU_EXCLUDED_TYPES takes every GPU type out of the pools (ADA_24: NVIDIA GeForce RTX 4090)",
+        ),
+        (
+            {
+                "POPCON_RUNPOD_GPU_POOLS": '["AMPERE_24", "AMPERE_16"]',
+                "POPCON_RUNPOD_GPU_EXCLUDED_TYPES": '["NVIDIA L4", "NVIDIA RTX A5000"]',
+            },
+            "none of the chosen GPUs (NVIDIA GeForce RTX 3090, NVIDIA RTX A4000) runs serverless workers on CUDA 13.0 "
+            "or newer, which the image needs",
+        ),
+    ],
+    ids=["unknown-pool", "exclusion-outside-the-pools", "nothing-left", "no-cuda-13"],
+)
+def test_a_gpu_choice_the_catalogue_shows_cannot_run_the_image_is_refused_before_any_write(
+    runpod: FakeRunPod, env: dict[str, str], monkeypatch: pytest.MonkeyPatch, change: dict[str, str], message: str
+) -> None:
+    env.update(change)
+    for args in (["deploy", "--dry-run"], ["deploy"]):
+        code, out = invoke(env, monkeypatch, *args)
+        assert code == 1 and message in out, out
+    assert runpod.writes() == []
+
+
+def test_a_gpu_whose_cuda_13_machines_are_all_busy_is_deployed_and_said_so(
+    runpod: FakeRunPod, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env["POPCON_RUNPOD_GPU_POOLS"] = '["ADA_24"]'
+    code, out = invoke(env, monkeypatch, "deploy")
+    assert code == 0, out
+    assert "GPU NVIDIA GeForce RTX 4090 (ADA_24): CUDA 13.0; all busy now: workers wait until one frees up" in out
+
+
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [(503, "answered 503: catalog is down"), (429, "answered 429: rate limit exceeded")],
+)
+def test_a_catalogue_that_does_not_answer_stops_the_deploy(
+    runpod: FakeRunPod, env: dict[str, str], monkeypatch: pytest.MonkeyPatch, status: int, message: str
+) -> None:
+    runpod.catalogue_failure = status
+    code, out = invoke(env, monkeypatch, "deploy")
+    assert code == 1 and f"GET {runpod.base_url}/v2/catalog/gpus?{CATALOGUE_QUERY} {message}" in out, out
+    assert runpod.writes() == []
+
+
+def test_the_container_disk_is_sized_from_the_image_and_a_smaller_one_is_refused(
+    runpod: FakeRunPod, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    needed = disk.container_disk_needed_gb(disk.IMAGE_SIZE_GB)
+    free = 1 - (disk.IMAGE_SIZE_GB + disk.WORK_ROOM_GB) / needed
+    assert free >= disk.MIN_FREE_FRACTION, "the default leaves RunPod's 10% free with the image and its work room"
+    code, out = invoke(env, monkeypatch, "deploy", "--dry-run")
+    [(_, _, template), _] = written(out)
+    assert template["disk"] == needed
+
+    env["POPCON_RUNPOD_CONTAINER_DISK_GB"] = str(needed - 1)
+    code, out = invoke(env, monkeypatch, "deploy")
+    assert code == 1, out
+    assert f"POPCON_RUNPOD_CONTAINER_DISK_GB={needed - 1} is too small: the image ({disk.IMAGE_SIZE_GB:g} GB" in out
+    assert f"need {needed} GB, so that RunPod's start-up check finds 10% of the disk free" in out
+    env.update(POPCON_RUNPOD_CONTAINER_DISK_GB="30", POPCON_RUNPOD_IMAGE_SIZE_GB="30")
+    code, out = invoke(env, monkeypatch, "deploy")
+    assert code == 1 and "POPCON_RUNPOD_CONTAINER_DISK_GB=30 is too small" in out and "need 36 GB" in out, out
+    assert runpod.writes() == []
+
+    del env["POPCON_RUNPOD_CONTAINER_DISK_GB"]
+    monkeypatch.delenv("POPCON_RUNPOD_CONTAINER_DISK_GB")
+    code, out = invoke(env, monkeypatch, "deploy", "--dry-run")
+    [(_, _, template), _] = written(out)
+    assert code == 0 and template["disk"] == 36, "unset, the disk follows the image's size"
+
+
+@pytest.mark.parametrize(
+    ("collection", "body", "error"),
+    [
+        ("templates", {"name": "t", "image": "i", "disk": 0}, "$.disk: 0 is less than the minimum of 1"),
+        ("templates", {"name": "t"}, "'image' is a required property"),
+        (
+            "serverless",
+            {"name": "e", "type": "QUEUE", "templateId": "t", "scaling": {"type": "QUEUE_DELAY", "queueDelay": 4},
+             "gpu": {"pools": ["AMPERE_24"], "gpuTypeIds": ["NVIDIA RTX A5000"]}},
+            "('gpuTypeIds' was unexpected)",
+        ),
+        (
+            "serverless",
+            {"name": "e", "type": "QUEUE", "templateId": "t", "scaling": {"type": "QUEUE_DELAY", "queueDelay": 4},
+             "workers": {"max": 3, "idleTimeout": 0}},
+            "$.workers.idleTimeout: 0 is less than the minimum of 1",
+        ),
+    ],
+    ids=["disk-zero", "no-image", "v1-gpu-type-ids", "idle-zero"],
+)  # fmt: skip
+def test_the_stand_in_refuses_what_runpods_schema_refuses(
+    runpod: FakeRunPod, collection: str, body: dict[str, Any], error: str
+) -> None:
+    rest = provision.RunPodRest(f"{runpod.base_url}/v2", SecretStr(KEY))
+    try:
+        with pytest.raises(provision.ProvisionError, match="answered 422: validation failed") as caught:
+            rest.send(provision.ApiCall("POST", rest.url(collection), body))
+    finally:
+        rest.close()
+    assert error in str(caught.value)
+
+
 # --- smoke -------------------------------------------------------------------------------------------------------
 
 
@@ -384,7 +453,7 @@ def test_smoke_sends_a_frame_through_the_shared_store(
     )
     [job] = runpod.jobs.values()
     assert job["input"]["op"] == "matte" and job["input"]["inline_source"] is None
-    assert job["policy"] == {"executionTimeout": 120_000, "ttl": 1_200_000}
+    assert job["policy"] == {"executionTimeout": 120_000, "ttl": 3_600_000}
 
 
 def test_smoke_carries_the_frame_inline_without_a_shared_store(
@@ -399,6 +468,26 @@ def test_smoke_carries_the_frame_inline_without_a_shared_store(
     assert job["input"]["inline_source"] and job["output"]["inline_matte"]
     code, out = invoke(env, monkeypatch, "smoke", "--store")
     assert code == 1 and "RunPod workers cannot read file://" in out
+
+
+def test_smoke_sends_a_job_through_each_pipeline_the_image_serves(
+    runpod: FakeRunPod, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deployed(runpod, env, monkeypatch)
+    env["POPCON_RUNPOD_PIPELINES"] = '["classical", "floodfill"]'
+    code, out = invoke(env, monkeypatch, "smoke")
+    assert code == 0, out
+    assert [job["input"]["request"]["pipeline"] for job in runpod.jobs.values()] == ["classical", "floodfill"]
+    assert "pipeline classical on cpu" in out and "pipeline floodfill on cpu" in out
+
+    env["POPCON_RUNPOD_PIPELINES"] = '["rembg:isnet-anime", "classical"]'  # the endpoint lacks the weights of one
+    code, out = invoke(env, monkeypatch, "smoke")
+    assert code == 1, out
+    assert "error: pipeline rembg:isnet-anime: job " in out and "FAILED: WeightsMissing" in out, out
+    assert "smoke test passed: job" in out and "pipeline classical on cpu" in out, "every pipeline is tried"
+
+    code, out = invoke(env, monkeypatch, "smoke", "--pipeline", "floodfill")
+    assert code == 0 and out.count("smoke test passed") == 1 and "pipeline floodfill" in out, out
 
 
 @pytest.mark.parametrize(

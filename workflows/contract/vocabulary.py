@@ -130,6 +130,9 @@ class FailureType(StrEnum):
     RUNPOD_TIMED_OUT = "RunPodTimedOut"
     RUNPOD_CANCELLED = "RunPodCancelled"
     INVALID_JOB_OUTPUT = "InvalidJobOutput"
+    DEPLOYMENT_MISCONFIGURED = "DeploymentMisconfigured"
+    """The deployment's own configuration is refused (RunPod: the API key, or an endpoint id it does not know): no
+    set's work of that kind can run until an operator changes the setting the message names. It fails the set."""
     EXPORT_DOES_NOT_FIT = "ExportDoesNotFit"
     """A set cannot meet a platform's rule (bytes, frames, set size): the message names the rule and the closest
     figure reached. Encoding the same frames again gives the same."""
@@ -160,6 +163,7 @@ NON_RETRYABLE_FAILURES: frozenset[FailureType] = frozenset(
         FailureType.WEIGHTS_MISSING,
         FailureType.RUNPOD_REJECTED,
         FailureType.INVALID_JOB_OUTPUT,
+        FailureType.DEPLOYMENT_MISCONFIGURED,
         FailureType.EXPORT_DOES_NOT_FIT,
     }
 )

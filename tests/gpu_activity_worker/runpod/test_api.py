@@ -10,7 +10,7 @@ import pytest
 from pydantic import SecretStr
 
 from core.redact import REDACTED
-from gpu_activity_worker.runpod.api import RunPodApi, RunPodApiError
+from gpu_activity_worker.runpod.api import ApiRetry, RunPodApi, RunPodApiError
 from testkit.runpod_standin import EndpointConfig, RunPodStandIn
 
 
@@ -27,7 +27,7 @@ async def endpoint() -> AsyncIterator[RunPodStandIn]:
 
 
 async def refusal(endpoint: RunPodStandIn, key: str) -> RunPodApiError:
-    api = RunPodApi(endpoint.base_url, endpoint.config.endpoint_id, SecretStr(key))
+    api = RunPodApi(endpoint.base_url, endpoint.config.endpoint_id, SecretStr(key), retry=ApiRetry(attempts=1))
     try:
         with pytest.raises(RunPodApiError) as caught:
             await api.health()

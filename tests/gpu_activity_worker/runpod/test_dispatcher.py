@@ -28,7 +28,7 @@ from core.artifacts import FileArtifactStore
 from gpu_activity_worker.engines import builtin_steps
 from gpu_activity_worker.engines.base import StepContext
 from gpu_activity_worker.pipeline import Pipelines
-from gpu_activity_worker.runpod.api import JobReport, RunPodApi
+from gpu_activity_worker.runpod.api import ApiRetry, JobReport, RunPodApi, RunPodApiError
 from gpu_activity_worker.runpod.dispatcher import RunPodDispatcher
 from gpu_activity_worker.runpod.handler import MattingHandler
 from gpu_activity_worker.runpod.jobs import MatteSlotJob, MatteSlotJobOutput
@@ -125,7 +125,6 @@ def settings_for(endpoint: RunPodStandIn, **overrides: Any) -> RunPodSettings:
     defaults: dict[str, Any] = {
         "runpod_poll_interval_s": 0.02,
         "runpod_execution_timeout_ms": 30_000,
-        "runpod_ttl_ms": 600_000,
         "runpod_workers": 3,
         "runpod_handler_concurrency": 1,
         "runpod_frames_per_job": 1,
@@ -139,8 +138,17 @@ def settings_for(endpoint: RunPodStandIn, **overrides: Any) -> RunPodSettings:
     )
 
 
-def api_for(endpoint: RunPodStandIn, key: str | None = None) -> RunPodApi:
-    return RunPodApi(endpoint.base_url, endpoint.config.endpoint_id, SecretStr(key or endpoint.config.api_key))
+QUICK_RETRY = ApiRetry(attempts=3, first_delay_s=0.01, max_delay_s=0.05, max_retry_after_s=1.0)
+"""In-place retries as the defaults do them, with back-offs short enough for a test."""
+
+
+def api_for(endpoint: RunPodStandIn, key: str | None = None, endpoint_id: str | None = None) -> RunPodApi:
+    return RunPodApi(
+        endpoint.base_url,
+        endpoint_id or endpoint.config.endpoint_id,
+        SecretStr(key or endpoint.config.api_key),
+        retry=QUICK_RETRY,
+    )
 
 
 @pytest.fixture
@@ -245,7 +253,7 @@ async def test_a_slot_is_one_job_per_candidate_submitted_together_and_heartbeate
     assert [MatteSlotJob.model_validate(job.input) for job in jobs] == [
         MatteSlotJob(op="matte_slot", request=share(SLOT, [index])) for index in range(3)
     ], "one job per candidate, each by reference: no image"
-    assert all((job.execution_timeout_s, job.ttl_s) == (30.0, 600.0) for job in jobs)
+    assert all((job.execution_timeout_s, job.ttl_s) == (30.0, 3600.0) for job in jobs)
     await endpoint.wait_until(lambda: attempt.last == ids(*jobs))
     for job in reversed(jobs):
         complete(endpoint, job)
@@ -449,16 +457,35 @@ async def test_a_job_runpod_lost_track_of_fails_the_activity_for_a_retry(
 
 
 @pytest.mark.parametrize(
+    ("route", "status", "retry_after_s"),
+    [("run", 429, 0.2), ("run", 502, None), ("status", 503, None), ("status", 429, 0.2), ("run", 500, None)],
+)
+async def test_a_blip_of_the_hosted_api_is_ridden_out_in_place(
+    endpoint: RunPodStandIn, dispatcher: RunPodDispatcher, route: Any, status: int, retry_after_s: float | None
+) -> None:
+    endpoint.fail_next(route, status, count=QUICK_RETRY.attempts - 1, retry_after_s=retry_after_s)
+    before = len(endpoint.jobs)
+    task = Attempt().start(dispatcher.matte_slot, SLOT)
+    for job in await new_jobs(endpoint, before, 3):
+        complete(endpoint, job)
+
+    output = await settle(task)
+
+    assert all(result.output is not None for result in output.results), "no attempt lost, no candidate failed"
+    assert len(endpoint.jobs) == before + 3, "a refused submission created no job, and was not doubled"
+
+
+@pytest.mark.parametrize(
     ("route", "status", "kind"),
     [("run", 429, "RunPodThrottled"), ("run", 502, "RunPodUnavailable"), ("status", 503, "RunPodUnavailable")],
 )
-async def test_throttling_and_runpod_errors_fail_the_activity_for_a_retry(
+async def test_a_blip_that_outlasts_the_retries_in_place_fails_the_activity_for_a_retry(
     endpoint: RunPodStandIn, dispatcher: RunPodDispatcher, route: Any, status: int, kind: str
 ) -> None:
-    endpoint.fail_next(route, status, retry_after_s=3)
+    endpoint.fail_next(route, status, count=3 * QUICK_RETRY.attempts)  # every try of the 3 jobs' calls
     before = len(endpoint.jobs)
     task = Attempt().start(dispatcher.matte_slot, SLOT)
-    submitted = 2 if route == "run" else 3
+    submitted = 0 if route == "run" else 3
     for job in await new_jobs(endpoint, before, submitted):
         complete(endpoint, job)
 
@@ -467,19 +494,101 @@ async def test_throttling_and_runpod_errors_fail_the_activity_for_a_retry(
 
     assert (failure.value.type, failure.value.non_retryable) == (kind, False)
     assert len(endpoint.jobs) == before + submitted
-    if status == 429:
-        assert failure.value.next_retry_delay == timedelta(seconds=3), "RunPod's Retry-After"
 
 
-async def test_a_refused_api_key_is_every_candidates_own_failure(endpoint: RunPodStandIn, tmp_path: Path) -> None:
-    dispatcher = RunPodDispatcher(
-        api_for(endpoint, "wrong-key"), FileArtifactStore(tmp_path), settings_for(endpoint), inline=False
+async def test_a_retry_after_too_long_to_wait_in_place_becomes_the_activitys_retry_delay(
+    endpoint: RunPodStandIn, dispatcher: RunPodDispatcher
+) -> None:
+    endpoint.fail_next("run", 429, retry_after_s=60)
+    before = len(endpoint.jobs)
+    task = Attempt().start(dispatcher.matte_slot, SLOT)
+    for job in await new_jobs(endpoint, before, 2):
+        complete(endpoint, job)
+
+    with pytest.raises(ApplicationError) as failure:
+        await settle(task)
+
+    assert (failure.value.type, failure.value.next_retry_delay) == ("RunPodThrottled", timedelta(seconds=60))
+    assert len(endpoint.jobs) == before + 2, "not waited here: the throttled submission was not tried again"
+
+
+def test_the_back_off_doubles_with_jitter_and_honours_retry_after_within_its_cap() -> None:
+    retry = ApiRetry(attempts=4, first_delay_s=1.0, max_delay_s=3.0, max_retry_after_s=10.0)
+    blip, throttled, refused = (
+        RunPodApiError("502", status=502),
+        RunPodApiError("429", status=429, retry_after_s=7),
+        RunPodApiError("400", status=400),
     )
-    output = await settle(Attempt().env.run(dispatcher.matte_slot, SLOT))
-    await dispatcher.aclose()
 
-    assert [result.failure for result in output.results] == [FailureType.RUNPOD_REJECTED] * 3
-    assert not any("wrong-key" in (result.error or "") for result in output.results), "the key never appears"
+    delays = [retry.delay_s(attempt, blip) for attempt in (1, 2, 3)]
+
+    assert 0.5 <= delays[0] <= 1.0 and 1.0 <= delays[1] <= 2.0 and 1.5 <= delays[2] <= 3.0  # type: ignore[operator]
+    assert retry.delay_s(4, blip) is None, "the attempts are spent"
+    assert retry.delay_s(1, throttled) == 7
+    assert retry.delay_s(1, RunPodApiError("429", status=429, retry_after_s=11)) is None, "past the cap: not here"
+    assert retry.delay_s(1, refused) is None, "a refusal is not retried"
+
+
+async def test_a_job_state_the_dispatcher_does_not_know_is_polled_on(
+    endpoint: RunPodStandIn, dispatcher: RunPodDispatcher
+) -> None:
+    before = len(endpoint.jobs)
+    task = Attempt().start(dispatcher.matte_slot, SLOT)
+    jobs = await new_jobs(endpoint, before, 3)
+    for job in jobs:
+        endpoint.start_job(job.id)
+        endpoint.report_state(job.id, "RUNNING")
+    assert await still_running(task), "RUNNING is not an end"
+
+    for job in jobs:
+        complete(endpoint, job)
+    output = await settle(task)
+
+    assert all(result.output is not None for result in output.results)
+    assert len(endpoint.jobs) == before + 3
+
+
+@pytest.mark.parametrize(
+    ("key", "endpoint_id", "setting"),
+    [
+        ("wrong-key", None, "set POPCON_RUNPOD_API_KEY"),
+        (None, "no-such-endpoint", "set POPCON_RUNPOD_ENDPOINT_ID"),
+    ],
+    ids=["401-key", "404-endpoint"],
+)
+async def test_a_misconfigured_endpoint_fails_the_activity_once_naming_the_setting(
+    endpoint: RunPodStandIn, tmp_path: Path, key: str | None, endpoint_id: str | None, setting: str
+) -> None:
+    dispatcher = RunPodDispatcher(
+        api_for(endpoint, key, endpoint_id), FileArtifactStore(tmp_path), settings_for(endpoint), inline=False
+    )
+    before = len(endpoint.jobs)
+    try:
+        with pytest.raises(ApplicationError) as failure:
+            await settle(Attempt().env.run(dispatcher.matte_slot, SLOT))
+        with pytest.raises(ApplicationError) as check:
+            await ActivityEnvironment().run(dispatcher.describe_pipeline, DescribePipelineInput(pipeline="classical"))
+    finally:
+        await dispatcher.aclose()
+
+    for refused in (failure.value, check.value):
+        assert (refused.type, refused.non_retryable) == ("DeploymentMisconfigured", True)
+        assert setting in refused.message
+        assert "wrong-key" not in refused.message, "the key never appears"
+    assert "candidate" not in failure.value.message, "one failure for the slot, not one per candidate"
+    assert len(endpoint.jobs) == before
+
+
+async def test_a_key_without_access_names_the_access_it_needs(
+    endpoint: RunPodStandIn, dispatcher: RunPodDispatcher
+) -> None:
+    endpoint.fail_next("run", 403, count=3)
+
+    with pytest.raises(ApplicationError) as failure:
+        await settle(Attempt().env.run(dispatcher.matte_slot, SLOT))
+
+    assert (failure.value.type, failure.value.non_retryable) == ("DeploymentMisconfigured", True)
+    assert "read/write access to Serverless endpoints" in failure.value.message
 
 
 # --- Cancellation ----------------------------------------------------------------------------------------------------

@@ -23,8 +23,9 @@ import pytest
 from google.protobuf.duration_pb2 import Duration
 from pydantic import SecretStr
 from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.settings import OrchestrationSettings
@@ -155,6 +156,7 @@ async def runpod_stack(
         runpod_poll_interval_s=0.05,
         runpod_execution_timeout_ms=5_000,
         runpod_workers=WORKERS,
+        runpod_api_attempts=1,  # a blip fails the activity, whose retry resumes the jobs (in place: test_dispatcher)
     )
     client = await namespace_client(dev_server)
     store = open_store(artifacts)
@@ -235,6 +237,48 @@ async def test_a_worker_lost_mid_job_times_out_and_the_retry_runs_a_new_job(
     assert all(job.takes == 1 for job in completed)
     killed = next(worker for worker in endpoint.worker_history if worker.exit_code == -9)
     assert {job.worker_id for job in lost} == {killed.id}
+
+
+async def test_a_key_revoked_mid_set_fails_the_set_once_with_the_setting_to_fix(
+    runpod_stack: RunPodStack, set_id: str
+) -> None:
+    endpoint, key = runpod_stack.endpoint, runpod_stack.endpoint.config.api_key
+    review = ReviewPolicy(start_frames=StagePolicy.HUMAN)
+    await runpod_stack.sets.start(
+        EmojiSetInput(character_prompt="a round orange cat", **{**SET, "review": review}), set_id=set_id
+    )
+    await wait_for_phase(runpod_stack.sets, set_id, Phase.AWAITING_START_FRAME_REVIEW, timeout=45)
+    endpoint.config.api_key = "rotated-key"  # the deployment's key is revoked while the set waits for a person
+    try:
+        await runpod_stack.sets.approve_start_frames(set_id, reviewer="ana")
+        with pytest.raises(WorkflowFailureError) as failed:
+            await runpod_stack.sets.result(set_id)
+    finally:
+        endpoint.config.api_key = key
+
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == FailureType.DEPLOYMENT_MISCONFIGURED
+    assert "set POPCON_RUNPOD_API_KEY" in cause.message and "rotated-key" not in cause.message
+    assert not jobs_of(endpoint, set_id), "no job was created with the refused key"
+
+
+async def test_a_refused_key_fails_a_new_set_at_its_start_up_check_before_anything_is_paid(
+    runpod_stack: RunPodStack, set_id: str
+) -> None:
+    endpoint, key = runpod_stack.endpoint, runpod_stack.endpoint.config.api_key
+    endpoint.config.api_key = "rotated-key"
+    try:
+        await start(runpod_stack, set_id)
+        with pytest.raises(WorkflowFailureError) as failed:
+            await runpod_stack.sets.result(set_id)
+        state = await runpod_stack.sets.state(set_id)
+    finally:
+        endpoint.config.api_key = key
+
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == FailureType.DEPLOYMENT_MISCONFIGURED
+    assert "set POPCON_RUNPOD_API_KEY" in cause.message, "not an InvalidRequest: the request was fine"
+    assert not state.character.candidates, "failed before the character was generated"
 
 
 async def test_cancelling_the_set_cancels_its_runpod_jobs(runpod_stack: RunPodStack, set_id: str) -> None:
