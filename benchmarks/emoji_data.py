@@ -15,6 +15,14 @@ fixed by a seed, so every run and machine scores the same frames.
 
 The procedural generator's clips (:func:`procedural_clips`) add drawings whose alpha is exactly their coverage, as
 :func:`activities.generation.procedural.render_clip` returns them.
+
+Every dataset is split once, by clip (an animation, a procedural clip, a still: never by frame), into two parts
+(:data:`PARTS`): ``tune``, the clips the benchmark scored before the split, which the classical pipeline's constants
+were tuned on and which tuning may use from now on, and ``held-out``, clips that were never scored before the split
+and that no tuning may look at. The split follows each dataset's seeded order, so it does not move with the sample
+sizes asked for: the tune part is the start of the order (:data:`TUNE_FLUENT_PER_PACKAGE`, :data:`TUNE_PROCEDURAL`,
+the :data:`TUNE_STILLS` of the original sample), the held-out part what follows, less the emoji of the tests' own
+frames (:data:`TEST_FIXTURE_EMOJI`), which tests were written against.
 """
 
 from __future__ import annotations
@@ -48,6 +56,33 @@ RENDER_SIZE = 618
 """OpenMoji SVGs are rendered at the size of the project's own PNG exports, then resized to :data:`SIZE`."""
 
 SEED = 20250101
+
+TUNE, HELD_OUT = "tune", "held-out"
+PARTS = (TUNE, HELD_OUT)
+"""The two parts of every dataset (see the module docstring)."""
+
+TUNE_FLUENT_PER_PACKAGE = 70
+"""The tune part of the Fluent animations: the first 70 emoji of each package's seeded order, the 210 animations the
+benchmark scored before the split."""
+
+TUNE_PROCEDURAL = 16
+"""The tune part of the procedural clips: the first 16 of :func:`procedural_clips`."""
+
+TUNE_STILLS = 40
+"""The tune part of the OpenMoji stills: the original seeded sample of 40."""
+
+TEST_FIXTURE_EMOJI = frozenset(
+    {
+        "1f578-fe0f",
+        "1f607",
+        "1f481-200d-2640-fe0f",
+        "1f604",
+        "1f575-200d-2642-fe0f",
+        "1f6b4-200d-2640-fe0f",
+    }
+)
+"""The Fluent emoji (skin tones folded, :data:`SKIN_TONE`) whose frames the classical engine's tests use
+(``tests/gpu_activity_worker/data``): never in the held-out part."""
 
 
 @dataclass(frozen=True)
@@ -261,9 +296,29 @@ def resize_premultiplied(premultiplied: np.ndarray, size: int) -> np.ndarray:
     return np.rint(np.dstack([np.clip(straight, 0.0, 1.0), alpha]) * 255).astype(np.uint8)
 
 
-def openmoji_stills(count: int = 40, seed: int = SEED) -> list[Clip]:
-    """A fixed, seeded sample of OpenMoji colour emoji, rendered and resized to 256x256 (cached as PNG)."""
-    members = _sample(_member_names(OPENMOJI, "package/color/svg/", ".svg"), count, seed)
+def _check_part(part: str) -> None:
+    if part not in PARTS:
+        raise ValueError(f"unknown part {part!r}: one of {', '.join(PARTS)}")
+
+
+def openmoji_stills(count: int = TUNE_STILLS, seed: int = SEED, part: str = TUNE) -> list[Clip]:
+    """A fixed, seeded sample of OpenMoji colour emoji, rendered and resized to 256x256 (cached as PNG).
+
+    The tune part is the first ``count`` of the original sample of :data:`TUNE_STILLS`; the held-out part a seeded
+    sample of the other SVGs.
+
+    Raises:
+        ValueError: An unknown part, or more tune stills than the part has.
+    """
+    _check_part(part)
+    names = _member_names(OPENMOJI, "package/color/svg/", ".svg")
+    tune = _sample(names, TUNE_STILLS, seed)
+    if part == TUNE:
+        if count > TUNE_STILLS:
+            raise ValueError(f"the tune part has {TUNE_STILLS} stills, not {count}")
+        members = tune[:count]
+    else:
+        members = _sample(sorted(set(names) - set(tune)), count, seed + 1)
     pngs = [OPENMOJI.folder / f"{Path(member).stem}.png" for member in members]
     missing = [member for member, png in zip(members, pngs, strict=True) if not png.exists()]
     _extract(OPENMOJI, missing)
@@ -359,18 +414,36 @@ def _seeded_order(members: Sequence[str], seed: int, stream: int) -> list[str]:
     return [picks[i] for i in rng.permutation(len(picks))]
 
 
-def fluent_sample(count: int = 210, frames: int = 8, seed: int = SEED) -> list[FluentAnimation]:
-    """A fixed, seeded sample of ``count`` Fluent animations spread evenly over the three packages.
+def _fixture(member: str) -> bool:
+    """Whether a Fluent file is one of the emoji the tests use (:data:`TEST_FIXTURE_EMOJI`)."""
+    return SKIN_TONE.sub("", Path(member).stem) in TEST_FIXTURE_EMOJI
+
+
+def fluent_sample(count: int = 210, frames: int = 8, seed: int = SEED, part: str = TUNE) -> list[FluentAnimation]:
+    """A fixed, seeded sample of ``count`` Fluent animations of one part, spread evenly over the three packages.
 
     Only WebPs with at least ``frames`` frames count (about a third of the files are stills), one per emoji (skin-tone
-    variants fold into one). The sampled files are extracted to the cache; the frames are decoded when each
-    animation is loaded.
+    variants fold into one). Per package, the tune part is the first :data:`TUNE_FLUENT_PER_PACKAGE` emoji of its
+    seeded order and the held-out part the emoji after them, less :data:`TEST_FIXTURE_EMOJI`. The sampled files are
+    extracted to the cache; the frames are decoded when each animation is loaded.
+
+    Raises:
+        ValueError: An unknown part, or more animations than the part has.
     """
+    _check_part(part)
     sample: list[FluentAnimation] = []
     for stream, package in enumerate(FLUENT_ANIMS):
         share = count // len(FLUENT_ANIMS) + (stream < count % len(FLUENT_ANIMS))
         counts = _frame_counts(package, "package/assets/")
-        members = _seeded_order([name for name, n in counts.items() if n >= frames], seed, stream)[:share]
+        order = _seeded_order([name for name, n in counts.items() if n >= frames], seed, stream)
+        if part == TUNE:
+            if share > TUNE_FLUENT_PER_PACKAGE:
+                raise ValueError(f"the tune part has {TUNE_FLUENT_PER_PACKAGE} animations per package, not {share}")
+            members = order[:share]
+        else:
+            members = [member for member in order[TUNE_FLUENT_PER_PACKAGE:] if not _fixture(member)][:share]
+        if len(members) < share:
+            raise ValueError(f"{package.spec} has {len(members)} {part} animations of {frames} frames, not {share}")
         _extract(package, members)
         sample.extend(FluentAnimation(package, member, frames) for member in sorted(members))
     return sample
@@ -454,9 +527,25 @@ class ProceduralClip:
         return render_clip(request, start)
 
 
-def procedural_clips(count: int = 16, seed: int = SEED) -> list[ProceduralClip]:
-    """A fixed, seeded set of ``count`` procedural clips: each character in turn, each preset action in a seeded order,
-    and a seeded candidate, take and generator seed for each."""
+def procedural_clips(count: int = TUNE_PROCEDURAL, seed: int = SEED, part: str = TUNE) -> list[ProceduralClip]:
+    """A fixed, seeded set of ``count`` procedural clips of one part: each character in turn, each preset action in a
+    seeded order, and a seeded candidate, take and generator seed for each.
+
+    The clips are drawn in one seeded sequence: the tune part is its first :data:`TUNE_PROCEDURAL`, the held-out part
+    what follows.
+
+    Raises:
+        ValueError: An unknown part, or more tune clips than the part has.
+    """
+    _check_part(part)
+    if part == TUNE and count > TUNE_PROCEDURAL:
+        raise ValueError(f"the tune part has {TUNE_PROCEDURAL} procedural clips, not {count}")
+    first = 0 if part == TUNE else TUNE_PROCEDURAL
+    return _procedural_sequence(first + count, seed)[first:]
+
+
+def _procedural_sequence(count: int, seed: int) -> list[ProceduralClip]:
+    """The first ``count`` clips of the seeded sequence (a longer sequence starts with a shorter one)."""
     rng = np.random.default_rng([seed, len(FLUENT_ANIMS)])
     actions = [sorted(PRESETS)[i] for i in rng.permutation(len(PRESETS))]
     return [

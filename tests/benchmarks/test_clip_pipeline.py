@@ -56,7 +56,7 @@ def test_slots_short_of_candidates_lower_the_bound_by_their_own_work() -> None:
 
 
 async def test_both_designs_run_side_by_side_within_the_bound() -> None:
-    config = Config(start_frame_s=0.05, clip_s=(0.2, 0.4), provider_slots=1, latency_s=0.01, capacity=2, frames=4)
+    config = Config(start_frame_s=0.05, clip_s=(0.2, 1.5), provider_slots=1, latency_s=0.01, capacity=2, frames=4)
 
     measured = await measure(config)
 
@@ -68,6 +68,9 @@ async def test_both_designs_run_side_by_side_within_the_bound() -> None:
         assert len(run.workload) == 2 and all(len(slots) == 4 for slots in run.workload)
         assert 0 < run.gpu_busy(config.capacity) <= 1
     assert measured.barrier.first_matte_s >= measured.barrier.clips_in_s, "the barrier run mattes once all clips are in"
+    assert measured.pipelined.first_matte_s < measured.pipelined.clips_in_s, (
+        "the pipelined run mattes while one animates"
+    )
     table = report(measured).splitlines()
     rows = [line.split(" | ")[0] for line in table if line.startswith("| ") and "---" not in line]
     assert rows == ["| design", "| lower bound (inputs alone)", "| pipelined (the workflow)", "| barrier (run)"]
