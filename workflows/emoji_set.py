@@ -132,8 +132,12 @@ class EmojiSetWorkflow:
         self._character_approved = resume is not None and resume.phase is not Phase.AWAITING_CHARACTER_REVIEW
         self._approval: ApproveInput | None = None
         self._cancellation: CancelInput | None = None
+        self._producing = True
+        """Production has not ended: the set's own work is running, not a reviewer's message."""
         self._misconfigured: calls.Failed | None = None
-        """A GPU call the deployment's own configuration refused: the set stops with its reason (no work can run)."""
+        """A GPU call during production that the deployment's own configuration refused: the set stops with its
+        reason (none of its work can run). In the final review only the candidates of the reviewer's message fail,
+        with that reason, and the set waits: a reviewed set is not given up for a key an operator can fix."""
         self._busy = 0
         self._work = {action.name: ActionWork(action.name) for action in self._state.actions}
         """Each action's work in flight, by action name: what stops when it is dropped."""
@@ -154,6 +158,7 @@ class EmojiSetWorkflow:
         try:
             try:
                 await self._until_cancelled(self._produce(fresh=resume is None))
+                self._producing = False
                 end = await self._until_cancelled(self._review())
             except _Expired as expired:
                 return self._finish(Phase.EXPIRED, str(expired))
@@ -837,7 +842,7 @@ class EmojiSetWorkflow:
             if isinstance(output, calls.Failed):
                 for candidate in candidates:
                     candidate.status, candidate.error = CandidateStatus.FAILED, f"matting failed: {output.reason}"
-                if output.kind is FailureType.DEPLOYMENT_MISCONFIGURED:
+                if output.kind is FailureType.DEPLOYMENT_MISCONFIGURED and self._producing:
                     self._misconfigured = self._misconfigured or output
                 self._refresh(action)  # before the GPU slot is let go: the order of commands is recorded
                 return

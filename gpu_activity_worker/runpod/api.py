@@ -5,8 +5,10 @@ its ``Job.output()`` hides a FAILED job's error.
 
 Every call rides out a blip of the hosted API in place, as RunPod's documentation asks of clients: a network error,
 429 or 5xx answer is retried after an exponential back-off with jitter, or after the ``Retry-After`` RunPod sent
-(:class:`ApiRetry`). A refusal that names the deployment's own configuration (401, 403, or 404 for the endpoint) is
-raised at once as :class:`EndpointMisconfiguredError`, whose message names the setting to fix.
+(:class:`ApiRetry`). ``POST /run`` is the exception: it creates a paid job and RunPod has no idempotency key, so it
+is tried again in place only when no job can exist (429, or a connection that was never made). A refusal that names
+the deployment's own configuration (401, 403, or 404 for the endpoint) is raised at once as
+:class:`EndpointMisconfiguredError`, whose message names the setting to fix.
 """
 
 from __future__ import annotations
@@ -74,12 +76,16 @@ class JobReport(BaseModel):
 
 
 class RunPodApiError(Exception):
-    """A request to RunPod failed: ``status`` is the HTTP status, None for a network error."""
+    """A request to RunPod failed: ``status`` is the HTTP status, None for a network error; ``unsent``: the request
+    never reached RunPod (no connection was made), so sending it again cannot repeat anything."""
 
-    def __init__(self, message: str, *, status: int | None, retry_after_s: float | None = None) -> None:
+    def __init__(
+        self, message: str, *, status: int | None, retry_after_s: float | None = None, unsent: bool = False
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.retry_after_s = retry_after_s
+        self.unsent = unsent
 
     @property
     def retryable(self) -> bool:
@@ -117,9 +123,15 @@ class ApiRetry:
     max_delay_s: float = 8.0
     max_retry_after_s: float = 30.0
 
-    def delay_s(self, attempt: int, err: RunPodApiError) -> float | None:
-        """Seconds to wait before trying again after ``attempt`` failed with ``err``; None: give up in place."""
+    def delay_s(self, attempt: int, err: RunPodApiError, *, repeatable: bool = True) -> float | None:
+        """Seconds to wait before trying again after ``attempt`` failed with ``err``; None: give up in place.
+
+        A call that is not ``repeatable`` (one that creates a job) is tried again only when RunPod cannot have acted
+        on it: it throttled the call (429), or the connection was never made.
+        """
         if not err.retryable or attempt >= self.attempts:
+            return None
+        if not repeatable and not (err.status == 429 or err.unsent):
             return None
         if err.retry_after_s is not None:
             return err.retry_after_s if err.retry_after_s <= self.max_retry_after_s else None
@@ -128,11 +140,13 @@ class ApiRetry:
 
 
 def _retry_after(response: httpx.Response) -> float | None:
-    """RunPod's ``Retry-After`` in seconds (the delay form; the HTTP-date form is not used by RunPod's API)."""
+    """RunPod's ``Retry-After`` in seconds (the delay form; RunPod's API does not send the HTTP-date form); a delay of
+    0 or less is no delay at all, so the back-off applies instead."""
     try:
-        return max(0.0, float(response.headers["retry-after"]))
+        delay = float(response.headers["retry-after"])
     except (KeyError, ValueError):
         return None
+    return delay if delay > 0 else None
 
 
 class RunPodApi:
@@ -167,20 +181,22 @@ class RunPodApi:
         )
 
     async def _call(
-        self, method: str, path: str, body: dict[str, Any] | None = None, *, names_job: bool = False
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        *,
+        names_job: bool = False,
+        repeatable: bool = True,
     ) -> dict[str, Any]:
-        """One call, tried again in place after a network error, 429 or 5xx (see :class:`ApiRetry`).
-
-        A retried ``POST /run`` may create a second job when RunPod created the first but its answer was lost (a
-        dropped connection, a 5xx from a proxy after the job was queued): RunPod has no idempotency key, so that window
-        cannot be closed from here; the duplicate runs once, unwatched, and writes the same keys.
-        """
+        """One call, tried again in place after a network error, 429 or 5xx (see :class:`ApiRetry`); a call that is
+        not ``repeatable`` only after a 429 or a connection never made."""
         attempt = 1
         while True:
             try:
                 return await self._call_once(method, path, body, names_job=names_job)
             except RunPodApiError as err:
-                delay_s = self._retry.delay_s(attempt, err)
+                delay_s = self._retry.delay_s(attempt, err, repeatable=repeatable)
                 if delay_s is None:
                     raise
                 logger.warning(
@@ -201,7 +217,9 @@ class RunPodApi:
         try:
             response = await self._http.request(method, path, json=body)
         except httpx.TransportError as err:
-            raise RunPodApiError(f"RunPod {method} {path}: {type(err).__name__}: {err}", status=None) from err
+            unsent = isinstance(err, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout)
+            message = f"RunPod {method} {path}: {type(err).__name__}: {err}"
+            raise RunPodApiError(message, status=None, unsent=unsent) from err
         if response.is_success:
             payload: dict[str, Any] = response.json()
             return payload
@@ -228,16 +246,23 @@ class RunPodApi:
             )
         else:
             fix = (
-                f"RunPod knows no endpoint {endpoint} at {self._base_url}: set POPCON_RUNPOD_ENDPOINT_ID to the id "
-                "`popcon runpod deploy` printed (and POPCON_RUNPOD_BASE_URL to RunPod's queue API, "
+                f"RunPod knows no endpoint {endpoint} at {redact(self._base_url)}: set POPCON_RUNPOD_ENDPOINT_ID to "
+                "the id `popcon runpod deploy` printed (and POPCON_RUNPOD_BASE_URL to RunPod's queue API, "
                 "https://api.runpod.ai/v2)"
             )
         return f"{fix} (RunPod {method} {path} answered {status}: {answer})"
 
     async def run(self, job_input: dict[str, Any], *, execution_timeout_ms: int, ttl_ms: int) -> JobReport:
-        """Submit a job (``POST /run``) with its execution policy; RunPod answers at once with its id."""
+        """Submit a job (``POST /run``) with its execution policy; RunPod answers at once with its id.
+
+        Tried again in place only when RunPod cannot have queued the job (429, no connection). After a 5xx or a lost
+        answer the job may exist, and RunPod has no idempotency key: the error goes up, and the activity's retry
+        submits once more. That is the window left for a duplicate, paid job: one per activity attempt whose
+        submission's answer was lost; a duplicate runs once, unwatched.
+        """
         policy = {"executionTimeout": execution_timeout_ms, "ttl": ttl_ms}
-        return JobReport.model_validate(await self._call("POST", "/run", {"input": job_input, "policy": policy}))
+        body = {"input": job_input, "policy": policy}
+        return JobReport.model_validate(await self._call("POST", "/run", body, repeatable=False))
 
     async def status(self, job_id: str) -> JobReport:
         """A job's state, with its output or error once it has finished (``GET /status/{id}``).

@@ -394,6 +394,8 @@ class RunPodDispatcher:
             verdict = _settled(err)
         except (MattingError, ArtifactError) as err:
             verdict = _settled(_matting_failure(err))
+        except EndpointMisconfiguredError as err:
+            verdict = _settled(await self._confirmed(err))
         except RunPodApiError as err:
             verdict = _settled(_api_failure(err))
         except ValidationError as err:
@@ -401,6 +403,20 @@ class RunPodDispatcher:
                 FailureType.INVALID_JOB_OUTPUT.error(f"the RunPod job's output does not fit the contract: {err}")
             )
         return dict.fromkeys(indices, verdict)
+
+    async def _confirmed(self, err: EndpointMisconfiguredError) -> ApplicationError:
+        """A refused key or unknown endpoint (401, 404), asked again of ``/health`` before it fails a set: a moment of
+        RunPod's own trouble can answer so too. Confirmed (or a 403: the key is known and lacks the access), it is
+        ``DeploymentMisconfigured``; else a failure a retry may fix."""
+        if err.status == 403:
+            return _api_failure(err)
+        try:
+            await self._api.health()
+        except EndpointMisconfiguredError:
+            return _api_failure(err)
+        except RunPodApiError:
+            pass  # RunPod does not answer: the refusal is not confirmed
+        return FailureType.RUNPOD_UNAVAILABLE.error(f"{err}; yet /health takes the key and the endpoint id")
 
     async def _candidate(
         self, request: MatteFrameInput, result: MatteCandidateResult, inline_matte: str | None
@@ -523,7 +539,8 @@ class RunPodDispatcher:
         return MatteSlotJob(op="matte_slot", request=share, inline_sources=inline_sources).model_dump(mode="json")
 
     async def _poll(self, job_id: str) -> JobReport:
-        """The job's report once it has finished; a state this dispatcher does not know is logged and polled on."""
+        """The job's report once it has finished; a state this dispatcher does not know is logged and polled on (the
+        activity's start-to-close timeout bounds the wait, as for a job that never leaves IN_PROGRESS)."""
         unknown = ""
         while True:
             report = await self._api.status(job_id)

@@ -458,7 +458,7 @@ async def test_a_job_runpod_lost_track_of_fails_the_activity_for_a_retry(
 
 @pytest.mark.parametrize(
     ("route", "status", "retry_after_s"),
-    [("run", 429, 0.2), ("run", 502, None), ("status", 503, None), ("status", 429, 0.2), ("run", 500, None)],
+    [("run", 429, 0.2), ("status", 502, None), ("status", 503, None), ("status", 429, 0.2), ("status", 500, None)],
 )
 async def test_a_blip_of_the_hosted_api_is_ridden_out_in_place(
     endpoint: RunPodStandIn, dispatcher: RunPodDispatcher, route: Any, status: int, retry_after_s: float | None
@@ -477,7 +477,7 @@ async def test_a_blip_of_the_hosted_api_is_ridden_out_in_place(
 
 @pytest.mark.parametrize(
     ("route", "status", "kind"),
-    [("run", 429, "RunPodThrottled"), ("run", 502, "RunPodUnavailable"), ("status", 503, "RunPodUnavailable")],
+    [("run", 429, "RunPodThrottled"), ("status", 502, "RunPodUnavailable"), ("status", 503, "RunPodUnavailable")],
 )
 async def test_a_blip_that_outlasts_the_retries_in_place_fails_the_activity_for_a_retry(
     endpoint: RunPodStandIn, dispatcher: RunPodDispatcher, route: Any, status: int, kind: str
@@ -510,6 +510,34 @@ async def test_a_retry_after_too_long_to_wait_in_place_becomes_the_activitys_ret
 
     assert (failure.value.type, failure.value.next_retry_delay) == ("RunPodThrottled", timedelta(seconds=60))
     assert len(endpoint.jobs) == before + 2, "not waited here: the throttled submission was not tried again"
+
+
+async def test_a_submission_that_may_have_queued_a_job_is_not_repeated_in_place(
+    endpoint: RunPodStandIn, dispatcher: RunPodDispatcher
+) -> None:
+    endpoint.fail_next("run", 502)  # a proxy's 502 may come after RunPod queued the job: no second /run here
+    before = len(endpoint.jobs)
+    task = Attempt().start(dispatcher.matte_slot, SLOT)
+    for job in await new_jobs(endpoint, before, 2):
+        complete(endpoint, job)
+
+    with pytest.raises(ApplicationError) as failure:
+        await settle(task)
+
+    assert (failure.value.type, failure.value.non_retryable) == ("RunPodUnavailable", False)
+    assert len(endpoint.jobs) == before + 2, "the 502'd submission was left to the activity's retry"
+
+
+def test_a_job_creating_call_is_tried_again_in_place_only_when_runpod_cannot_have_acted() -> None:
+    retry = ApiRetry(attempts=3)
+
+    def delay(err: RunPodApiError) -> float | None:
+        return retry.delay_s(1, err, repeatable=False)
+
+    assert delay(RunPodApiError("429", status=429, retry_after_s=2)) == 2, "throttled: RunPod refused it"
+    assert delay(RunPodApiError("ConnectError", status=None, unsent=True)) is not None, "never sent"
+    assert delay(RunPodApiError("ReadTimeout", status=None)) is None, "sent: the job may exist"
+    assert delay(RunPodApiError("502", status=502)) is None, "a 5xx may follow the job's creation"
 
 
 def test_the_back_off_doubles_with_jitter_and_honours_retry_after_within_its_cap() -> None:
@@ -563,12 +591,14 @@ async def test_a_misconfigured_endpoint_fails_the_activity_once_naming_the_setti
         api_for(endpoint, key, endpoint_id), FileArtifactStore(tmp_path), settings_for(endpoint), inline=False
     )
     before = len(endpoint.jobs)
+    endpoint.config.echo_api_key = True  # its 401s quote the key they refused
     try:
         with pytest.raises(ApplicationError) as failure:
             await settle(Attempt().env.run(dispatcher.matte_slot, SLOT))
         with pytest.raises(ApplicationError) as check:
             await ActivityEnvironment().run(dispatcher.describe_pipeline, DescribePipelineInput(pipeline="classical"))
     finally:
+        endpoint.config.echo_api_key = False
         await dispatcher.aclose()
 
     for refused in (failure.value, check.value):
@@ -589,6 +619,18 @@ async def test_a_key_without_access_names_the_access_it_needs(
 
     assert (failure.value.type, failure.value.non_retryable) == ("DeploymentMisconfigured", True)
     assert "read/write access to Serverless endpoints" in failure.value.message
+
+
+async def test_a_refusal_health_does_not_confirm_is_taken_for_a_passing_one(
+    endpoint: RunPodStandIn, dispatcher: RunPodDispatcher
+) -> None:
+    endpoint.fail_next("run", 401, count=3)  # RunPod's own trouble; /health still takes the key
+
+    with pytest.raises(ApplicationError) as failure:
+        await settle(Attempt().env.run(dispatcher.matte_slot, SLOT))
+
+    assert (failure.value.type, failure.value.non_retryable) == ("RunPodUnavailable", False), "retried, set kept"
+    assert "yet /health takes the key and the endpoint id" in failure.value.message
 
 
 # --- Cancellation ----------------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import hashlib
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +65,7 @@ from workflows.contract import (
     MatteFrameInput,
     MatteSlotInput,
     Phase,
+    RegenerateFrameInput,
     ReviewPolicy,
     StagePolicy,
 )
@@ -182,6 +184,17 @@ def all_keys(jobs: list[Job]) -> list[str]:
     return [key for job in jobs for key in keys_of(job)]
 
 
+@contextmanager
+def revoked_key(endpoint: RunPodStandIn) -> Iterator[None]:
+    """The endpoint takes another key than the dispatcher's from now on, and quotes the refused one in its 401s."""
+    key = endpoint.config.api_key
+    endpoint.config.api_key, endpoint.config.echo_api_key = "rotated-key", True
+    try:
+        yield
+    finally:
+        endpoint.config.api_key, endpoint.config.echo_api_key = key, False
+
+
 async def start(stack: RunPodStack, set_id: str) -> None:
     await stack.sets.start(EmojiSetInput(character_prompt="a round orange cat", **SET), set_id=set_id)
 
@@ -248,32 +261,47 @@ async def test_a_key_revoked_mid_set_fails_the_set_once_with_the_setting_to_fix(
         EmojiSetInput(character_prompt="a round orange cat", **{**SET, "review": review}), set_id=set_id
     )
     await wait_for_phase(runpod_stack.sets, set_id, Phase.AWAITING_START_FRAME_REVIEW, timeout=45)
-    endpoint.config.api_key = "rotated-key"  # the deployment's key is revoked while the set waits for a person
-    try:
+    with revoked_key(endpoint):  # the deployment's key is revoked while the set waits for a person
         await runpod_stack.sets.approve_start_frames(set_id, reviewer="ana")
         with pytest.raises(WorkflowFailureError) as failed:
-            await runpod_stack.sets.result(set_id)
-    finally:
-        endpoint.config.api_key = key
+            async with asyncio.timeout(60):  # a set that did not stop waits for custom prompts instead
+                await runpod_stack.sets.result(set_id)
 
     cause = failed.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == FailureType.DEPLOYMENT_MISCONFIGURED
-    assert "set POPCON_RUNPOD_API_KEY" in cause.message and "rotated-key" not in cause.message
+    assert "set POPCON_RUNPOD_API_KEY" in cause.message
+    assert key not in str(failed.value.cause), "the key RunPod quoted back is never in the failure"
     assert not jobs_of(endpoint, set_id), "no job was created with the refused key"
+
+
+async def test_a_key_revoked_during_the_final_review_fails_the_reviewers_edit_and_the_set_waits(
+    runpod_stack: RunPodStack, set_id: str
+) -> None:
+    endpoint = runpod_stack.endpoint
+    await start(runpod_stack, set_id)
+    await wait_for_phase(runpod_stack.sets, set_id, Phase.AWAITING_REVIEW, timeout=45)
+    with revoked_key(endpoint):
+        frame = await runpod_stack.sets.regenerate_frame(
+            RegenerateFrameInput(emoji="wave", frame=0, prompt="raise the hand higher", candidates=1), set_id=set_id
+        )
+        state = await runpod_stack.sets.state(set_id)
+    await runpod_stack.sets.cancel(set_id)
+
+    assert frame is not None
+    edited = frame.candidates[-1]
+    assert edited.status is CandidateStatus.FAILED and "set POPCON_RUNPOD_API_KEY" in (edited.error or "")
+    assert state.phase is Phase.AWAITING_REVIEW, "a reviewed set is not given up for a key an operator can fix"
 
 
 async def test_a_refused_key_fails_a_new_set_at_its_start_up_check_before_anything_is_paid(
     runpod_stack: RunPodStack, set_id: str
 ) -> None:
-    endpoint, key = runpod_stack.endpoint, runpod_stack.endpoint.config.api_key
-    endpoint.config.api_key = "rotated-key"
-    try:
+    with revoked_key(runpod_stack.endpoint):
         await start(runpod_stack, set_id)
         with pytest.raises(WorkflowFailureError) as failed:
-            await runpod_stack.sets.result(set_id)
+            async with asyncio.timeout(60):
+                await runpod_stack.sets.result(set_id)
         state = await runpod_stack.sets.state(set_id)
-    finally:
-        endpoint.config.api_key = key
 
     cause = failed.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == FailureType.DEPLOYMENT_MISCONFIGURED
