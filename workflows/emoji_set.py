@@ -154,7 +154,8 @@ class EmojiSetWorkflow:
 
     @workflow.run
     async def run(self, input: EmojiSetInput, resume: EmojiSetState | None = None) -> EmojiSetResult:
-        """Run the set to its end: completed, cancelled or expired."""
+        """Run the set to its end: completed, cancelled or expired; failed when its request cannot be made or the
+        deployment's configuration is refused during production."""
         try:
             try:
                 await self._until_cancelled(self._produce(fresh=resume is None))

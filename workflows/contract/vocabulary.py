@@ -132,7 +132,8 @@ class FailureType(StrEnum):
     INVALID_JOB_OUTPUT = "InvalidJobOutput"
     DEPLOYMENT_MISCONFIGURED = "DeploymentMisconfigured"
     """The deployment's own configuration is refused (RunPod: the API key, or an endpoint id it does not know): no
-    set's work of that kind can run until an operator changes the setting the message names. It fails the set."""
+    set's work of that kind can run until an operator changes the setting the message names. It fails a set in
+    production; in the final review only the reviewer's regeneration fails."""
     EXPORT_DOES_NOT_FIT = "ExportDoesNotFit"
     """A set cannot meet a platform's rule (bytes, frames, set size): the message names the rule and the closest
     figure reached. Encoding the same frames again gives the same."""
