@@ -192,10 +192,17 @@ def state(set_id: SetId, as_json: Annotated[bool, typer.Option("--json")] = Fals
             console.print_json(current.model_dump_json())
             return
         console.print(
-            f"[bold]{current.set_id}[/bold] {current.phase.value} "
+            f"[bold]{current.set_id}[/bold] {'failed' if current.failure else current.phase.value} "
             f"{current.frames_done()}/{current.frames_total()} frames ready"
             + (f" · waiting for {', '.join(current.awaiting())}" if current.awaiting() else "")
         )
+        if current.failure:
+            where = f" in {current.failure.activity}" if current.failure.activity else ""
+            phase = current.failure.phase.value.replace("_", " ")
+            console.print(f"[red]failed while {phase}{where}: {escape(current.failure.message)}[/red]")
+        if current.cancel_reason:
+            by = f" by {current.cancelled_by}" if current.cancelled_by else ""
+            console.print(f"[yellow]cancelled{by}: {escape(current.cancel_reason)}[/yellow]")
         if current.notice:
             console.print(f"[yellow]{current.notice}[/yellow]")
         actions = Table("emoji", "stage", "start frames (pick)", "takes", "error")
@@ -443,11 +450,13 @@ def approve(set_id: SetId, reviewer: Annotated[str, typer.Option()] = "") -> Non
 
 
 @app.command()
-def cancel(set_id: SetId, reason: Annotated[str, typer.Option()] = "") -> None:
+def cancel(
+    set_id: SetId, reason: Annotated[str, typer.Option()] = "", reviewer: Annotated[str, typer.Option()] = ""
+) -> None:
     """Cancel a set."""
 
     async def go() -> None:
-        await (await _client()).cancel(set_id, reason=reason)
+        await (await _client()).cancel(set_id, reason=reason, reviewer=reviewer)
         console.print(f"{set_id} cancelled")
 
     _run(go())

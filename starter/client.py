@@ -125,6 +125,14 @@ class SetSummary:
     awaiting: list[str]
     started_at: datetime | None
 
+    @property
+    def outcome(self) -> str:
+        """How the set stands: Temporal's status, except that a set that ended cancelled or expired says so (its
+        workflow completes either way)."""
+        if self.status == "completed" and self.phase in (Phase.CANCELLED.value, Phase.EXPIRED.value):
+            return self.phase
+        return self.status
+
 
 class EmojiSetClient:
     """Start, steer and read emoji sets. Thin and typed over a Temporal client."""
@@ -308,14 +316,22 @@ class EmojiSetClient:
         """
         return await self._update_call(set_id, _awaited(EmojiSetWorkflow.drop_action), request)
 
-    async def cancel(self, set_id: str, *, reason: str = "") -> None:
-        """Stop the set; it ends as cancelled with nothing assembled.
+    async def cancel(self, set_id: str, *, reason: str = "", reviewer: str = "") -> None:
+        """Stop the set; it ends as cancelled with nothing assembled, signed by ``reviewer`` (a set on a build from
+        before cancels were signed, 0.4.0 and older, is cancelled unsigned).
 
         Raises:
             MessageRejected: too late: the set is being assembled (approved), or is being cancelled already.
             SetClosed: the set has ended.
         """
-        await self._update_call(set_id, EmojiSetWorkflow.cancel, CancelInput(reason=reason))
+        signed = CancelInput(reason=reason, reviewer=reviewer) if reviewer else CancelInput(reason=reason)
+        try:
+            await self._update_call(set_id, EmojiSetWorkflow.cancel, signed)
+        except MessageRejected as refused:
+            # A valid cancel that does not decode: the set's build knows no reviewer (the only field added since).
+            if not reviewer or "Failed decoding arguments" not in str(refused):
+                raise
+            await self._update_call(set_id, EmojiSetWorkflow.cancel, CancelInput(reason=reason))
 
     async def result(self, set_id: str) -> EmojiSetResult:
         """Wait for the set to end and return its result (references to every exported file)."""
@@ -378,13 +394,14 @@ class EmojiSetClient:
         query = f'WorkflowType = "{WORKFLOW_TYPE}"'
         if phase is not None:
             query += f' AND {sa.PHASE.name} = "{phase.value}"'
-        if awaiting is not None:
-            query += f' AND {sa.AWAITING.name} = "{_quote(awaiting)}"'
+        if awaiting is not None:  # only a running set waits (one that ended on an older build may still say it did)
+            query += f' AND {sa.AWAITING.name} = "{_quote(awaiting)}" AND ExecutionStatus = "Running"'
         if owner is not None:
             query += f' AND {sa.OWNER.name} = "{_quote(owner)}"'
         summaries = []
         async for execution in self.temporal.list_workflows(query, limit=limit):
             attributes = execution.typed_search_attributes
+            running = execution.status is WorkflowExecutionStatus.RUNNING
             summaries.append(
                 SetSummary(
                     set_id=execution.id,
@@ -393,7 +410,7 @@ class EmojiSetClient:
                     frames_done=attributes.get(sa.FRAMES_DONE),
                     frames_total=attributes.get(sa.FRAMES_TOTAL),
                     owner=attributes.get(sa.OWNER),
-                    awaiting=list(attributes.get(sa.AWAITING) or []),
+                    awaiting=list(attributes.get(sa.AWAITING) or []) if running else [],
                     started_at=execution.start_time,
                 )
             )

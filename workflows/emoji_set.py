@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, NoReturn, TypeVar
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     import pydantic
@@ -86,6 +86,7 @@ with workflow.unsafe.imports_passed_through():
         RegenerateActionInput,
         RegenerateFrameInput,
         RegenerateStartFrameInput,
+        SetFailure,
         StabiliseEmojiInput,
         StagePolicy,
         TakeState,
@@ -168,6 +169,12 @@ class EmojiSetWorkflow:
             return await self._assemble()
         except asyncio.CancelledError:
             self._set_phase(Phase.CANCELLED)
+            raise
+        except FailureError as failed:
+            # Kept in the state (no command: released histories replay), so the set's page and `popcon state` say
+            # why it failed and where, as the Web UI does.
+            self._state.failure = _failure(failed, self._state.phase)
+            workflow.set_current_details(progress.details_markdown(self._state))
             raise
 
     async def _until_cancelled(self, work: Coroutine[Any, Any, Phase | None]) -> Phase | None:
@@ -523,6 +530,7 @@ class EmojiSetWorkflow:
     def approve(self, approval: ApproveInput) -> None:
         """Assemble the set with the current picks, once the regenerations under way are done."""
         self._approval = approval
+        self._state.approval_pending_by = approval.reviewer or "reviewer"
 
     @approve.validator
     def _validate_approve(self, approval: ApproveInput) -> None:
@@ -938,7 +946,7 @@ class EmojiSetWorkflow:
         await workflow.wait_condition(lambda: self._busy == 0)
         if state.approved_by is None:
             state.approved_by = (self._approval.reviewer or "reviewer") if self._approval else "auto"
-        state.notice = None
+        state.notice, state.approval_pending_by = None, None
         return Phase.ASSEMBLING
 
     def _approve_on_deadline(self) -> None:
@@ -1026,6 +1034,7 @@ class EmojiSetWorkflow:
             if ExportTarget.GENERIC in state.input.export_targets
         ]
         sheet_ref, package_outputs, *emoji_outputs = await asyncio.gather(sheet, packages, *emojis)
+        state.ended_at = workflow.now()
         self._set_phase(Phase.COMPLETED)
         return EmojiSetResult(
             set_id=state.set_id,
@@ -1177,6 +1186,7 @@ class EmojiSetWorkflow:
                 )
 
     def _finish(self, phase: Phase, reason: str | None) -> EmojiSetResult:
+        self._state.ended_at = workflow.now()
         self._set_phase(phase)
         if phase is Phase.EXPIRED:
             self._state.notice = reason
@@ -1186,6 +1196,7 @@ class EmojiSetWorkflow:
     def _cancel_reason(self) -> str:
         reason = self._cancellation.reason if self._cancellation else ""
         self._state.cancel_reason = reason or "cancelled by request"
+        self._state.cancelled_by = (self._cancellation.reviewer if self._cancellation else "") or None
         return self._state.cancel_reason
 
     def _require_open(self, what: str) -> None:
@@ -1289,6 +1300,22 @@ def _production_phase(state: EmojiSetState) -> Phase:
     if ActionStage.ANIMATING in stages:
         return Phase.ANIMATING
     return Phase.MATTING
+
+
+def _failure(error: BaseException, phase: Phase) -> SetFailure:
+    """The set's failure as a person reads it: the innermost cause's message, the activity and the failure type
+    (FailureType) on the way to it."""
+    activity = kind = None
+    cause: BaseException | None = error
+    while cause is not None:
+        error = cause
+        if isinstance(cause, ActivityError):
+            activity = cause.activity_type
+        if isinstance(cause, ApplicationError) and cause.type and kind is None:
+            kind = cause.type  # the outermost: the set's own failure type, not the Python error it wraps
+        cause = cause.__cause__
+    message = error.message if isinstance(error, FailureError) else str(error)
+    return SetFailure(message=message or type(error).__name__, phase=phase, activity=activity, kind=kind)
 
 
 def _title(state: EmojiSetState) -> str:

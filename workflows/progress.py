@@ -49,6 +49,11 @@ def details_markdown(state: EmojiSetState) -> str:
         ]
         if len(waiting) > MAX_LISTED:
             lines.append(f"- ... and {len(waiting) - MAX_LISTED} more")
+    if state.failure:
+        where = f" in {state.failure.activity}" if state.failure.activity else ""
+        lines += ["", f"**Failed** while {state.failure.phase.value.replace('_', ' ')}{where}: {state.failure.message}"]
+    if state.cancel_reason:
+        lines += ["", f"**Cancelled** by {state.cancelled_by or 'request'}: {state.cancel_reason}"]
     if state.notice:
         lines += ["", f"**Notice:** {state.notice}"]
     if state.review_deadline:

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 from typing import Any, NoReturn
 
 import pytest
 from PIL import Image
-from temporalio.client import WorkflowHandle
+from temporalio import workflow
+from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.worker import Worker
+from typer.testing import CliRunner
 
+from starter.cli import app as cli
 from starter.client import SetNotFound
 from testkit.stack import Stack
 from workflows import keys
 from workflows.contract import (
     ORCHESTRATION_TASK_QUEUE,
+    WORKFLOW_TYPE,
     EmojiFramesRef,
     EmojiSetInput,
     ExportSetInput,
@@ -21,6 +27,7 @@ from workflows.contract import (
     ReviewPolicy,
     StagePolicy,
 )
+from workflows.contract.base import _Request
 from workflows.export_set import ExportSetWorkflow
 
 
@@ -76,3 +83,66 @@ async def test_a_sets_state_is_read_without_looking_up_its_type(
     await stack.sets.cancel(set_id)
 
     assert state.set_id == set_id
+
+
+async def test_a_failed_set_says_why_in_its_state_popcon_state_and_the_web_ui(stack: Stack, set_id: str) -> None:
+    request = EmojiSetInput(character_prompt="a cat", actions=["wave"], matting_pipeline="nonsense-pipeline")
+    await stack.sets.start(request, set_id=set_id)
+    with pytest.raises(WorkflowFailureError):
+        await stack.sets.result(set_id)
+
+    state = await stack.sets.state(set_id)
+    assert state.failure is not None and state.failure.activity == "describe_pipeline"
+    assert state.failure.kind == "InvalidRequest"
+    assert "unknown matting step 'nonsense-pipeline'" in state.failure.message
+    assert state.awaiting() == []
+    env = {"POPCON_TEMPORAL_ADDRESS": stack.client.service_client.config.target_host, "COLUMNS": "200"}
+    shown = await asyncio.to_thread(CliRunner().invoke, cli, ["state", set_id], env=env)
+    assert f"{set_id} failed" in shown.output and "failed while character in describe_pipeline" in shown.output
+    metadata = await stack.client.get_workflow_handle(set_id).query("__temporal_workflow_metadata")
+    assert "**Failed** while character in describe_pipeline: unknown matting step" in metadata.current_details
+
+
+async def test_a_set_that_ended_while_it_waited_is_not_listed_as_waiting(stack: Stack, set_id: str) -> None:
+    request = EmojiSetInput(character_prompt="a cat", actions=["wave"], review=ReviewPolicy())
+    await stack.sets.start(request, set_id=set_id)
+    while "start_frame_review" not in (await stack.sets.state(set_id)).awaiting():
+        await asyncio.sleep(0.1)
+    await stack.client.get_workflow_handle(set_id).terminate("an operator stopped it")  # its attributes stay
+
+    [ended] = [s for s in await stack.sets.list_sets(limit=500) if s.set_id == set_id]
+    assert (ended.outcome, ended.awaiting) == ("terminated", [])
+    assert set_id not in [s.set_id for s in await stack.sets.list_sets(awaiting="start_frame_review", limit=500)]
+
+
+class CancelBefore050(_Request):
+    """``cancel``'s input before cancels were signed (release 0.4.0 and older)."""
+
+    reason: str = ""
+
+
+@workflow.defn(name=WORKFLOW_TYPE, sandboxed=False)
+class BuildWithUnsignedCancels:
+    """A set's workflow as a build before 0.5.0 ran it: its cancel takes no reviewer."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+
+    @workflow.run
+    async def run(self, request: dict[str, Any]) -> str:
+        await workflow.wait_condition(lambda: self.reason is not None)
+        return self.reason or ""
+
+    @workflow.update(name="cancel")
+    def cancel(self, cancellation: CancelBefore050) -> None:
+        self.reason = cancellation.reason
+
+
+async def test_a_signed_cancel_reaches_a_set_on_a_build_that_signs_none(stack: Stack, set_id: str) -> None:
+    queue = f"older-build-{set_id}"
+    async with Worker(stack.client, task_queue=queue, workflows=[BuildWithUnsignedCancels]):
+        await stack.client.start_workflow(WORKFLOW_TYPE, {}, id=set_id, task_queue=queue)
+
+        await stack.sets.cancel(set_id, reason="wrong cat", reviewer="bo")
+
+        assert await stack.client.get_workflow_handle(set_id).result() == "wrong cat"

@@ -111,6 +111,7 @@ from workflows.contract.state import (
     MatteVersion,
     Phase,
     PickSource,
+    SetFailure,
     TakeState,
     TakeStatus,
 )
@@ -244,6 +245,7 @@ __all__ = [
     "RegenerateFrameInput",
     "RegenerateStartFrameInput",
     "ReviewPolicy",
+    "SetFailure",
     "StabiliseEmojiInput",
     "StabiliseEmojiOutput",
     "StabilisedKey",

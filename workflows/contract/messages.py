@@ -148,3 +148,4 @@ class CancelInput(_Request):
     """Update ``cancel``: stop the set; nothing is assembled."""
 
     reason: Annotated[str, StringConstraints(strip_whitespace=True, max_length=500)] = ""
+    reviewer: Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)] = ""

@@ -202,6 +202,15 @@ class DroppedAction(_Model):
     reason: str | None = None
 
 
+class SetFailure(_Model):
+    """Why a set failed: its first failure's own words, where in the set it came from, and what failed."""
+
+    message: str = Field(description="The root cause's message (an activity's own error, not its wrapper's).")
+    phase: Phase = Field(description="The phase the set was in when it failed.")
+    activity: str | None = Field(default=None, description="The activity that failed, when one did.")
+    kind: str | None = Field(default=None, description="The failure type (FailureType), when the error names one.")
+
+
 class EmojiSetState(_Model):
     """Everything the workflow knows; carried across continue-as-new and returned by ``get_state``."""
 
@@ -212,7 +221,13 @@ class EmojiSetState(_Model):
     actions: list[ActionState]
     review_deadline: datetime | None = Field(default=None, description="When the current wait for a person ends.")
     approved_by: str | None = None
+    approval_pending_by: str | None = Field(
+        default=None, description="Who approved the set while work was still under way: it is assembled once done."
+    )
     cancel_reason: str | None = None
+    cancelled_by: str | None = Field(default=None, description="Who cancelled the set (the cancel's reviewer).")
+    ended_at: datetime | None = Field(default=None, description="When the set ended: completed, cancelled, expired.")
+    failure: SetFailure | None = Field(default=None, description="Why the set failed; None unless it did.")
     notice: str | None = Field(default=None, description="Last thing a reviewer should know, e.g. a refused approval.")
     pipeline_info: str | None = None
     export_refusals: list[str] = Field(
@@ -241,8 +256,11 @@ class EmojiSetState(_Model):
         return next((a for a in self.actions if a.name == name), None)
 
     def awaiting(self) -> list[str]:
-        """What the set waits for people to do: the ``EmojiSetAwaiting`` search attribute."""
-        waits = []
+        """What the set waits for people to do: the ``EmojiSetAwaiting`` search attribute (nothing once it has
+        ended or failed)."""
+        waits: list[str] = []
+        if self.phase in (Phase.COMPLETED, Phase.CANCELLED, Phase.EXPIRED) or self.failure is not None:
+            return waits
         if self.phase is Phase.AWAITING_CHARACTER_REVIEW:
             waits.append("character_review")
         if any(a.stage is ActionStage.AWAITING_START_FRAME_REVIEW for a in self.actions):
