@@ -22,6 +22,7 @@ from core.artifacts import ArtifactStore
 from starter.client import EmojiSetClient, SetNotFound
 from starter.review import images
 from starter.review.credentials import Reviewer
+from starter.review.flash import FlashStore
 from workflows.contract import EmojiSetResult, EmojiSetState, Phase
 
 CLOSED = frozenset({Phase.COMPLETED, Phase.CANCELLED, Phase.EXPIRED})
@@ -76,6 +77,8 @@ class Review:
     results: dict[str, EmojiSetResult] = field(default_factory=dict)
     background: set[asyncio.Task[Any]] = field(default_factory=set)
     """Start-frame regenerations still under way after their page went back (cancelled when the app stops)."""
+    flash: FlashStore = field(default_factory=FlashStore)
+    """Refused posts' errors and typed values, for the page they redirect to."""
 
     def render(self, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
         """The template ``name`` rendered with ``context``."""

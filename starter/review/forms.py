@@ -1,4 +1,8 @@
-"""The start form: from posted fields (and an uploaded picture) to an :class:`EmojiSetInput`, or errors per field."""
+"""The start form: from posted fields (and an uploaded picture) to an :class:`EmojiSetInput`, or errors per field.
+
+Each error is in plain words beside its field, whose label (:data:`LABELS`) the form's error summary puts in front
+of it: the contract's own messages are reworded (:mod:`starter.review.wording`).
+"""
 
 from __future__ import annotations
 
@@ -9,12 +13,22 @@ from datetime import timedelta
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 from starlette.datastructures import FormData, UploadFile
 
 from activities.uploads import UploadError, UploadInfo, check_upload
 from starter.client import EmojiSetClient
+from starter.review import wording
 from starter.review.limits import InputRefused, parse_decimal, parse_number
-from workflows.contract import MAX_UPLOAD_BYTES, ArtifactRef, EmojiSetInput, ExportTarget, ReviewPolicy, StagePolicy
+from workflows.contract import (
+    MAX_UPLOAD_BYTES,
+    ArtifactRef,
+    DeadlinePolicy,
+    EmojiSetInput,
+    ExportTarget,
+    ReviewPolicy,
+    StagePolicy,
+)
 from workflows.presets import DEFAULT_ACTIONS, PRESETS
 
 NUMBER_FIELDS = (
@@ -28,10 +42,50 @@ NUMBER_FIELDS = (
     "image_size",
     "seed",
 )
+MB = 1024 * 1024
+"""A megabyte, as the form counts a picture's size."""
 DECIMAL_FIELDS = frozenset({"clip_seconds"})
 """The number fields that take a decimal point; the others are whole numbers."""
 TEXT_FIELDS = ("style", "matting_pipeline", "generator", "owner")
-REVIEW_FIELDS = ("character", "start_frames", "final")
+REVIEW_FIELDS = ("character", "start_frames", "final", "on_deadline")
+"""The review policy's fields the form posts as ``review_<name>`` (its deadline is posted in hours)."""
+ADVANCED_FIELDS = frozenset({"clip_seconds", "clip_fps", "image_size", "character_candidates", "seed", "generator"})
+"""The fields in the form's folded "Advanced" part: it is shown open when one of them has an error."""
+LABELS = {
+    "character_prompt": "Character prompt",
+    "character_file": "Character picture",
+    "style": "Style",
+    "actions": "Actions",
+    "custom_actions": "Custom actions",
+    "frames_per_emoji": "Frames per emoji",
+    "takes_per_action": "Takes (clips) per action",
+    "neighbours": "Neighbour frames as candidates",
+    "start_frame_candidates": "Start frame candidates",
+    "matting_pipeline": "Matting pipeline",
+    "export_targets": "Export targets",
+    "review_character": "Character review",
+    "review_start_frames": "Start frame review",
+    "review_final": "Final review",
+    "deadline_hours": "Deadline per wait (hours)",
+    "review_on_deadline": "At the deadline",
+    "owner": "Owner",
+    "clip_seconds": "Clip seconds",
+    "clip_fps": "Clip fps",
+    "image_size": "Frame size (px)",
+    "character_candidates": "Character candidates",
+    "seed": "Seed",
+    "generator": "Generator",
+}
+"""Each field's label on the form, by its error's key (a custom action's row is ``custom-<index>``)."""
+CUSTOM_LABELS = {"name": "Name", "pose_prompt": "Pose prompt", "motion_prompt": "Motion prompt"}
+"""The labels of a custom action's fields, which its row's error names."""
+DEADLINE_CHOICES = [
+    (DeadlinePolicy.AUTO_APPROVE.value, "go on with the automatic picks"),
+    (DeadlinePolicy.EXPIRE.value, "end the set (expired)"),
+]
+"""What a passed deadline does, in the form's words."""
+WORDED_BY_FORM = frozenset({"character_prompt", "actions"})
+"""Fields whose errors the form words itself: the contract's message about one it has worded is not repeated."""
 
 
 def default(name: str) -> Any:
@@ -76,6 +130,18 @@ class StartForm:
     def error(self, key: str, message: str) -> None:
         self.errors[key] = f"{self.errors[key]}; {message}" if key in self.errors else message
 
+    @property
+    def advanced_open(self) -> bool:
+        """Whether a field of the folded "Advanced" part has an error (the part is shown open)."""
+        return not ADVANCED_FIELDS.isdisjoint(self.errors)
+
+    def summary(self) -> list[tuple[str | None, str]]:
+        """The error summary: each error after its field's label, with the id of its field (None: the whole form)."""
+        return [
+            (None if key == "form" else f"field-{key}", wording.labelled(label(key), message))
+            for key, message in self.errors.items()
+        ]
+
 
 def _text(form: FormData, name: str) -> str:
     value = form.get(name)
@@ -111,6 +177,11 @@ async def parse_start_form(
     view.targets = [t for t in _texts(form, "export_targets") if t]
     view.review = {name: _text(form, f"review_{name}") or view.review[name] for name in REVIEW_FIELDS}
     view.deadline_hours = _text(form, "deadline_hours") or view.deadline_hours
+    unknown = [name for name in view.actions if name not in PRESETS]
+    if unknown:
+        view.error(
+            "actions", f"no preset called {', '.join(unknown)}: choose one from the list, or add a custom action"
+        )
     if owners is not None:
         if not view.values["owner"] and len(owners) == 1:
             view.values["owner"] = next(iter(owners))
@@ -129,10 +200,12 @@ async def parse_start_form(
         **{name: view.values[name] for name in TEXT_FIELDS if view.values[name] not in ("", None)},
     }
     review: dict[str, Any] = {name: view.review[name] for name in REVIEW_FIELDS}
+    if picture is not None:  # an uploaded picture is the character as it is: nothing to review
+        review["character"] = StagePolicy.AUTO.value
     try:
-        review["deadline"] = timedelta(hours=parse_decimal(view.deadline_hours, "the deadline in hours"))
+        review["deadline"] = timedelta(hours=parse_decimal(view.deadline_hours, "deadline"))
     except InputRefused as refused:
-        view.error("deadline_hours", str(refused))
+        view.error("deadline_hours", wording.unnamed(refused, "deadline"))
     image = None if picture is None else _unstored(*picture)
     request: EmojiSetInput | None = None
     try:
@@ -150,11 +223,14 @@ async def parse_start_form(
             **fields,
         )
     except ValidationError as invalid:
+        # said already, in the form's own words (or the picture's refusal says it): not repeated
+        worded = WORDED_BY_FORM & view.errors.keys() | (
+            {"character_prompt"} if "character_file" in view.errors else set()
+        )
         for problem in invalid.errors():
             key = _error_key(problem["loc"], problem["msg"])
-            if key == "character_prompt" and (key in view.errors or "character_file" in view.errors):
-                continue  # said already, in the form's own words (or the picture's refusal says it)
-            view.error(key, _message(problem["msg"]))
+            if key not in worded:
+                view.error(key, _message(key, problem))
     if view.errors or request is None:
         return None, view
     if picture is not None:
@@ -170,10 +246,14 @@ async def _picture(form: FormData, view: StartForm) -> tuple[bytes, UploadInfo] 
     if not isinstance(upload, UploadFile) or not upload.filename:
         return None
     data = await upload.read(MAX_UPLOAD_BYTES + 1)
+    if len(data) > MAX_UPLOAD_BYTES:
+        size = max(upload.size or 0, len(data))
+        view.error("character_file", f"the picture is {size / MB:.1f} MB; the limit is {MAX_UPLOAD_BYTES / MB:g} MB")
+        return None
     try:
         info = await asyncio.to_thread(check_upload, data)
     except UploadError as refused:
-        view.error("character_file", f"the character picture cannot be used: {refused}")
+        view.error("character_file", str(refused))
         return None
     view.upload_name = upload.filename
     return data, info
@@ -201,14 +281,28 @@ def _numbers(form: FormData, view: StartForm) -> dict[str, int | float]:
             continue
         parse = parse_decimal if name in DECIMAL_FIELDS else parse_number
         try:
-            numbers[name] = parse(text, name.replace("_", " "))
+            numbers[name] = parse(text, name)
         except InputRefused as refused:
-            view.error(name, str(refused))
+            view.error(name, wording.unnamed(refused, name))
     return numbers
 
 
-def _message(message: str) -> str:
-    return message.removeprefix("Value error, ")
+def label(key: str) -> str | None:
+    """The label of the field an error's ``key`` names (a custom action's row: its number; the whole form: None)."""
+    if key == "form":
+        return None
+    if key.startswith("custom-"):
+        return f"Custom action {int(key.removeprefix('custom-')) + 1}"
+    return LABELS.get(key) or wording.field_label(key)
+
+
+def _message(key: str, problem: ErrorDetails) -> str:
+    """A validation problem in plain words for the error slot ``key`` (a custom action's field after its label)."""
+    loc = problem["loc"]
+    if key.startswith("custom-") and len(loc) > 2:
+        part = CUSTOM_LABELS.get(str(loc[2]), wording.field_label(str(loc[2])))
+        return wording.labelled(part, wording.plain(problem, part))
+    return wording.plain(problem, LABELS.get(key))
 
 
 def _error_key(loc: tuple[int | str, ...], message: str) -> str:

@@ -2,9 +2,11 @@
 
 Each handler takes the post as a :class:`Message` (:data:`MessageDep`: the form, who sends it, the app's shared
 objects) and returns ``message.send(set_id, slot, anchor, call)``, where ``call`` sends the set its message through
-the client. The answer is the page again: redirected to the control's anchor once the message is taken, or with the
-refusal next to the control named by ``slot`` (422 for a field that is not what the control sends, 409 for a message
-the set refuses). A new action is one more handler here.
+the client. The page's script posts in place (``Accept: application/json``) and gets JSON: ``{"ok": true, "note"}``,
+or the refusal with the control it names (422 for a field that is not what the control sends, 409 for a message the
+set refuses). A plain form post is redirected (post/redirect/get) to the page: at the control's anchor once the
+message is taken, or with the refusal next to the control and the typed text kept (``?flash=``), so a reload never
+sends it again. A new action is one more handler here.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 from pydantic import ValidationError
 from starlette.datastructures import FormData
 
@@ -24,10 +26,12 @@ from starter.review import fields, images
 from starter.review.credentials import Reviewer
 from starter.review.dependencies import Review, ReviewDep, ReviewerDep
 from starter.review.fields import BadInput
-from starter.review.views import render_set
+from starter.review.signature import remember_name, reviewer_name
 from workflows.contract import (
     DropActionInput,
+    EmojiSetState,
     PickCandidateInput,
+    PickSource,
     RegenerateActionInput,
     RegenerateFrameInput,
     RegenerateStartFrameInput,
@@ -37,16 +41,22 @@ START_WAIT_S = 2.0
 """How long a start-frame regeneration is waited for before the page goes back (it goes on in the background; its
 validator's refusal comes within milliseconds)."""
 
+TYPED_FIELDS = ("prompt", "motion_prompt", "reason")
+"""The text a reviewer types into a control: kept for the page when the set refuses it."""
+PickNote = Callable[[EmojiSetState, EmojiSetState], str]
+"""What a taken message changed beyond what it asked, from the set's state before and after it ("" for nothing)."""
+
 router = APIRouter()
 
 
 @dataclass
 class Message:
-    """A control's post to a set: the app's shared objects, who sends it, and the posted form."""
+    """A control's post to a set: the app's shared objects, who sends it, the posted form and the request."""
 
     review: Review
     reviewer: Reviewer
     form: FormData
+    request: Request
 
     @property
     def client(self) -> EmojiSetClient:
@@ -55,8 +65,14 @@ class Message:
 
     @property
     def signature(self) -> str:
-        """The name the message is signed with: the credential's when it names one, else the form's own field."""
-        return self.reviewer.name or self.text("reviewer")
+        """The name the message is signed with: the credential's when it names one, else the form's own field,
+        else the name this browser keeps (:mod:`starter.review.signature`)."""
+        return self.reviewer.name or self.text("reviewer").strip() or reviewer_name(self.request)
+
+    @property
+    def in_place(self) -> bool:
+        """Whether the page's script sent it (and wants JSON), not a plain form post."""
+        return "application/json" in self.request.headers.get("accept", "")
 
     def text(self, name: str) -> str:
         """The posted field ``name`` ("" when missing)."""
@@ -70,38 +86,75 @@ class Message:
         """
         return fields.number(self.text(name), name)
 
-    async def send(self, set_id: str, slot: str, anchor: str, call: Callable[[], Awaitable[object]]) -> Response:
-        """Sends the set its message (``call``) and answers with its page.
+    async def send(
+        self,
+        set_id: str,
+        slot: str,
+        anchor: str,
+        call: Callable[[], Awaitable[object]],
+        *,
+        emoji: str | None = None,
+        note: PickNote | None = None,
+    ) -> Response:
+        """Sends the set its message (``call``) and answers the page's script or the plain form.
 
         Args:
             set_id: The set.
             slot: The control a refusal is shown next to.
-            anchor: Where on the page the redirect goes once the message is taken.
+            anchor: Where on the page a plain post goes back to once the message is taken.
             call: Sends the message; raises what the input or the set refuses.
+            emoji: The emoji whose frame slots the page keeps shown (the control is one of them).
+            note: What to tell the reviewer about the set's state after the message (see :data:`PickNote`).
 
         Returns:
-            A redirect (303) to the page's ``anchor``; or the page with the refusal next to ``slot``: 422 for input
-            that is not what the control sends, 409 for a message the set refuses; 404 for no such set.
+            For the script: JSON ``{"ok": true, "note"}``, or ``{"ok": false, "control", "error"}`` with 422 for
+            input that is not what the control sends and 409 for a message the set refuses. For a plain post: a
+            redirect (303) to the page's ``anchor``, or to the page with the refusal (``?flash=``). 404 for no set.
         """
         if not images.valid_set_id(set_id):
             return self.review.not_found("no such set")
+        before = await self._state(set_id) if note else None
         try:
             await call()
         except SetNotFound:
             return self.review.not_found(f"no emoji set {set_id!r}")
         except (BadInput, ValidationError) as err:
-            self.review.cache.forget(set_id)
-            errors = {slot: fields.problem(err)}
-            return await render_set(self.review, self.reviewer, set_id, errors, status_code=422, fresh=True)
+            return self._refused(set_id, slot, fields.problem(err), 422, emoji)
         except EmojiSetError as err:
-            return await render_set(self.review, self.reviewer, set_id, {slot: str(err)}, status_code=409, fresh=True)
+            return self._refused(set_id, slot, str(err), 409, emoji)
         self.review.cache.forget(set_id)
-        return RedirectResponse(f"/sets/{set_id}#{anchor}", status_code=303)
+        after = await self._state(set_id) if note else None
+        said = note(before, after) if note and before and after else ""
+        if self.in_place:
+            return self._signed(JSONResponse({"ok": True, "note": said}))
+        flash = f"flash={self.review.flash.put({'note': said})}" if said else ""
+        query = "&".join(part for part in (f"open={emoji}" if emoji else "", flash) if part)
+        return self._signed(RedirectResponse(f"/sets/{set_id}{'?' + query if query else ''}#{anchor}", 303))
+
+    def _refused(self, set_id: str, slot: str, error: str, status: int, emoji: str | None) -> Response:
+        self.review.cache.forget(set_id)
+        if self.in_place:
+            return JSONResponse({"ok": False, "control": slot, "error": error}, status_code=status)
+        typed = {name: self.text(name) for name in TYPED_FIELDS if self.text(name)}
+        token = self.review.flash.put(
+            {"errors": {slot: error}, "typed": {slot: typed}, "opened": [emoji] if emoji else []}
+        )
+        return RedirectResponse(f"/sets/{set_id}?flash={token}#error-{slot}", status_code=303)
+
+    def _signed(self, response: Response) -> Response:
+        """``response``, keeping the name the form was signed with for this browser's next messages."""
+        if self.text("reviewer").strip() and not self.reviewer.name:
+            remember_name(response, self.text("reviewer"))
+        return response
+
+    async def _state(self, set_id: str) -> EmojiSetState | None:
+        state = await self.review.set_state(set_id, fresh=True)
+        return state if isinstance(state, EmojiSetState) else None
 
 
 async def posted_message(request: Request, review: ReviewDep, reviewer: ReviewerDep) -> Message:
     """The control's post, its form read."""
-    return Message(review, reviewer, await request.form())
+    return Message(review, reviewer, await request.form(), request)
 
 
 MessageDep = Annotated[Message, Depends(posted_message)]
@@ -224,6 +277,8 @@ async def pick_candidate(set_id: str, emoji: str, frame: str, message: MessageDe
             PickCandidateInput(emoji=emoji, frame=fields.number(frame), candidate=message.number("candidate")),
             set_id=set_id,
         ),
+        emoji=emoji,
+        note=lambda before, after: moved_picks(before, after, emoji, frame),
     )
 
 
@@ -240,6 +295,7 @@ async def regenerate_frame(set_id: str, emoji: str, frame: str, message: Message
             set_id=set_id,
             wait=False,
         ),
+        emoji=emoji,
     )
 
 
@@ -272,7 +328,42 @@ async def approve(set_id: str, message: MessageDep) -> Response:
 
 @router.post("/sets/{set_id}/cancel")
 async def cancel(set_id: str, message: MessageDep) -> Response:
-    """Stops the set for the posted ``reason``; it ends as cancelled."""
-    return await message.send(
-        set_id, "cancel", "decide", lambda: message.client.cancel(set_id, reason=message.text("reason"))
+    """Stops the set for the posted ``reason``, once the post confirms it (``confirm=yes``); it ends as cancelled,
+    signed by the reviewer."""
+
+    async def confirmed_cancel() -> None:
+        if message.text("confirm") != "yes":
+            raise BadInput("tick “yes, cancel this set” to cancel it: nothing was cancelled")
+        await message.client.cancel(set_id, reason=message.text("reason"), reviewer=message.signature)
+
+    return await message.send(set_id, "cancel", "decide", confirmed_cancel)
+
+
+def moved_picks(before: EmojiSetState, after: EmojiSetState, emoji: str, frame: str) -> str:
+    """The automatic picks a hand pick of ``emoji`` frame ``frame`` moved (they follow the hand-picked frames so the
+    motion stays smooth), in a sentence; "" when none moved."""
+    old, new = before.action(emoji), after.action(emoji)
+    if old is None or new is None:
+        return ""
+    moved = [
+        f.index
+        for f, was in zip(new.frames, old.frames, strict=False)
+        if f.pick != was.pick and str(f.index) != frame and f.picked_by is not PickSource.HUMAN
+    ]
+    if not moved:
+        return ""
+    return (
+        f"Your pick of {emoji} frame {frame} moved the automatic picks of {emoji} frames {spans(moved)}, "
+        "so the motion stays smooth around it."
     )
+
+
+def spans(indices: list[int]) -> str:
+    """Frame indices as runs: [0, 1, 2, 4, 5, 7] → "0-2, 4-5, 7"."""
+    runs: list[list[int]] = []
+    for index in indices:
+        if runs and index == runs[-1][-1] + 1:
+            runs[-1].append(index)
+        else:
+            runs.append([index])
+    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]) for run in runs)

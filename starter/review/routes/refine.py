@@ -93,10 +93,9 @@ async def refine_apply(
             following=bool(body.get("following", False)),
         )
     except (BadInput, ValidationError, ValueError, AttributeError) as err:
-        return JSONResponse({"error": problem(err)}, status_code=422)
-    return await refined(
-        review, set_id, emoji, int(frame), int(candidate), review.client.refine_frame(request_model, set_id=set_id)
-    )
+        return JSONResponse({"error": problem(err, control="Points")}, status_code=422)
+    call = review.client.refine_frame(request_model, set_id=set_id)
+    return await refined(review, set_id, emoji, int(frame), int(candidate), call, "applied: now version {}")
 
 
 @router.post("/sets/{set_id}/refine/{emoji}/{frame}/{candidate}/undo")
@@ -106,9 +105,8 @@ async def refine_undo(set_id: str, emoji: str, frame: str, candidate: str, revie
     if isinstance(target, Response):
         return target
     undo = UndoRefineInput(emoji=emoji, frame=int(frame), candidate=int(candidate))
-    return await refined(
-        review, set_id, emoji, int(frame), int(candidate), review.client.undo_refine(undo, set_id=set_id)
-    )
+    call = review.client.undo_refine(undo, set_id=set_id)
+    return await refined(review, set_id, emoji, int(frame), int(candidate), call, "undone: back to version {}")
 
 
 async def refine_target(
@@ -127,10 +125,10 @@ async def refine_target(
 
 
 async def refined(
-    review: Review, set_id: str, emoji: str, frame: int, candidate: int, call: Awaitable[FrameState]
+    review: Review, set_id: str, emoji: str, frame: int, candidate: int, call: Awaitable[FrameState], done: str
 ) -> Response:
-    """Awaits the refinement or its undo (``call``) and answers with the candidate's new cut-out and versions, or
-    the set's refusal (409)."""
+    """Awaits the refinement or its undo (``call``) and answers with the candidate's new cut-out and versions, and
+    what happened (``done``, formatted with the version now shown); or the set's refusal (409)."""
     try:
         await call
     except SetNotFound:
@@ -141,12 +139,13 @@ async def refined(
     state = await review.cache.get(set_id, fresh=True)
     found = images.frame_candidate(state, emoji, frame, candidate)
     matte = found.matte if found is not None else None
+    versions = len(images.matte_versions(found)) if found is not None else 0
     return JSONResponse(
         {
             "ok": True,
-            "message": "applied",
+            "message": done.format(versions),
             "matte_url": image_url(set_id, "frame", emoji, frame, candidate, "matte", ref=matte) if matte else None,
-            "versions": len(images.matte_versions(found)) if found is not None else 0,
+            "versions": versions,
             "version_urls": matte_version_urls(set_id, emoji, frame, found) if found is not None else [],
         }
     )

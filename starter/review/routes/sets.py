@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from datetime import UTC, datetime
 
 from fastapi import APIRouter, Request
@@ -10,9 +9,11 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from temporalio.service import RPCError
 
 from starter.client import EmojiSetClient, SetSummary
+from starter.review import fields
 from starter.review.credentials import Reviewer
 from starter.review.dependencies import CLOSED, ReviewDep, ReviewerDep
-from starter.review.views import AWAITING, render_set
+from starter.review.signature import SET_PAGE, remember_name, reviewer_name
+from starter.review.views import AWAITING, PageInput, fingerprint, render_set
 from workflows.contract import EmojiSetState, Phase
 
 SETS_LISTED = 50
@@ -71,15 +72,37 @@ async def visible_sets(
 
 
 @router.get("/sets/{set_id}", response_class=HTMLResponse)
-async def set_page(set_id: str, review: ReviewDep, reviewer: ReviewerDep) -> Response:
-    """The set's page, from its current state."""
-    return await render_set(review, reviewer, set_id, {}, fresh=True)
+async def set_page(set_id: str, request: Request, review: ReviewDep, reviewer: ReviewerDep) -> Response:
+    """The set's page, from its current state: with the frame slots of the emoji named by ``?open=`` shown, and
+    what a refused post left (``?flash=``)."""
+    flash = review.flash.get(request.query_params.get("flash"))
+    page = PageInput.from_flash(flash, opened_emoji(request))
+    name = reviewer_name(request)
+    return await render_set(review, reviewer, set_id, page, fresh=True, reviewer_name=name)
 
 
 @router.get("/sets/{set_id}/fragment", response_class=HTMLResponse)
-async def set_fragment(set_id: str, review: ReviewDep, reviewer: ReviewerDep) -> Response:
-    """The body of the set's page, which the page's script swaps in when the progress JSON changes."""
-    return await render_set(review, reviewer, set_id, {}, template="_set_body.html")
+async def set_fragment(set_id: str, request: Request, review: ReviewDep, reviewer: ReviewerDep) -> Response:
+    """The body of the set's page (with the slots of the emoji named by ``?open=``), whose changed parts the page's
+    script swaps in when the progress JSON changes."""
+    page = PageInput(opened=frozenset(opened_emoji(request)))
+    return await render_set(review, reviewer, set_id, page, template="_set_body.html")
+
+
+@router.post("/reviewer")
+async def remember_reviewer(request: Request) -> Response:
+    """Keeps the posted ``reviewer`` name in a cookie, which signs every later message of this browser; goes back
+    to the posted ``back`` page (a set's page; the list otherwise)."""
+    form = await request.form()
+    back = fields.text(form, "back")
+    response = RedirectResponse(back if SET_PAGE.fullmatch(back) else "/sets", status_code=303)
+    remember_name(response, fields.text(form, "reviewer"))
+    return response
+
+
+def opened_emoji(request: Request) -> list[str]:
+    """The emoji named by ``?open=`` (repeated, or comma-separated)."""
+    return [name for value in request.query_params.getlist("open") for name in value.split(",") if name]
 
 
 @router.get("/sets/{set_id}/state.json")
@@ -89,18 +112,19 @@ async def set_progress(set_id: str, review: ReviewDep) -> Response:
     state = await review.set_state(set_id)
     if not isinstance(state, EmojiSetState):
         return JSONResponse({"error": "no such set"}, status_code=404)
-    body = state.model_dump_json()
     return JSONResponse(
         {
             "set_id": state.set_id,
             "phase": state.phase.value,
-            "closed": state.phase in CLOSED,
+            "closed": state.phase in CLOSED or state.failure is not None,
             "frames_done": state.frames_done(),
             "frames_total": state.frames_total(),
             "awaiting": state.awaiting(),
             "notice": state.notice,
+            "failed": state.failure is not None,
             "actions": {a.name: a.stage.value for a in state.actions},
-            "fingerprint": hashlib.sha256(body.encode()).hexdigest()[:16],
+            "picks": {a.name: [[f.pick, f.picked_by] for f in a.frames] for a in state.actions},
+            "fingerprint": fingerprint(state),
         },
         headers={"Cache-Control": "no-store"},
     )

@@ -1,6 +1,8 @@
 // The refine page: a frame's matte (on a checkerboard) beside its source, synchronised crosshairs, points.
-// Left click: foreground point; shift+click or right click: background point. Apply posts the points with the
-// mode (erase / restore) and "following"; undo takes the candidate's last refinement back; arrows change frame.
+// A tap or click adds a point of the chosen kind (foreground: on the region; background: beside it); shift+click or
+// right click always adds a background point. Pointer events, so a touch screen works too. Apply posts the points
+// with the mode (erase / restore) and "following"; undo takes the candidate's last refinement back; arrows change
+// frame.
 (function () {
   "use strict";
   var root = document.getElementById("refine");
@@ -13,6 +15,7 @@
   var points = [];
   var cursor = null;
   var mode = "erase";
+  var foreground = true;  // what a plain tap or click adds
 
   function status(text) { document.getElementById("refine-status").textContent = text; }
   function error(text) { document.getElementById("error-refine").textContent = text || ""; }
@@ -58,25 +61,33 @@
   }
 
   canvases.forEach(function (canvas) {
-    canvas.addEventListener("mousemove", function (event) { cursor = at(event); draw(); });
-    canvas.addEventListener("mouseleave", function () { cursor = null; draw(); });
+    canvas.addEventListener("pointermove", function (event) { cursor = at(event); draw(); });
+    canvas.addEventListener("pointerleave", function () { cursor = null; draw(); });
     canvas.addEventListener("contextmenu", function (event) { event.preventDefault(); });
-    canvas.addEventListener("mousedown", function (event) {
+    canvas.addEventListener("pointerdown", function (event) {
       if (event.button !== 0 && event.button !== 2) { return; }
       event.preventDefault();
       var point = at(event);
-      point.foreground = event.button === 0 && !event.shiftKey;
+      point.foreground = foreground && event.button === 0 && !event.shiftKey;
       points.push(point);
       error("");
       draw();
     });
   });
 
+  function pressed(id, on) { document.getElementById(id).setAttribute("aria-pressed", String(on)); }
+  function setKind(next) {
+    foreground = next;
+    pressed("refine-point-keep", foreground);
+    pressed("refine-point-remove", !foreground);
+  }
   function setMode(next) {
     mode = next;
-    document.getElementById("refine-erase").setAttribute("aria-pressed", String(mode === "erase"));
-    document.getElementById("refine-restore").setAttribute("aria-pressed", String(mode === "restore"));
+    pressed("refine-erase", mode === "erase");
+    pressed("refine-restore", mode === "restore");
   }
+  document.getElementById("refine-point-keep").addEventListener("click", function () { setKind(true); });
+  document.getElementById("refine-point-remove").addEventListener("click", function () { setKind(false); });
   document.getElementById("refine-erase").addEventListener("click", function () { setMode("erase"); });
   document.getElementById("refine-restore").addEventListener("click", function () { setMode("restore"); });
   document.getElementById("refine-reset").addEventListener("click", function () { points = []; error(""); draw(); });

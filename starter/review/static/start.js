@@ -1,4 +1,5 @@
-// The start form: choose and order the actions, add custom actions.
+// The start form: choose and order the actions, add custom actions; a chosen picture turns the character's review
+// off (an uploaded picture is the character as it is).
 (function () {
   "use strict";
   var list = document.getElementById("action-list");
@@ -48,6 +49,7 @@
       input.value = "";
       var part = input.name.replace("custom_", "");
       input.setAttribute("data-testid", "custom-" + part + "-" + index);
+      if (input.id) { input.id = "field-custom-" + index; }
     });
     var error = row.querySelector(".error");
     if (error) {
@@ -57,4 +59,18 @@
     }
     customs.appendChild(row);
   });
+
+  var file = document.getElementById("field-character_file");
+  var review = document.getElementById("field-review_character");
+  var note = document.getElementById("character-review-note");
+  var chosen = review.value;
+  function picture() {
+    var uploading = file.files.length > 0;
+    if (uploading && !review.disabled) { chosen = review.value; }
+    review.value = uploading ? "auto" : chosen;
+    review.disabled = uploading;
+    note.hidden = !uploading;
+  }
+  file.addEventListener("change", picture);
+  picture();
 })();

@@ -83,7 +83,7 @@ async def test_a_refused_picture_is_said_next_to_the_file_field(
 ) -> None:
     request, view = await parse_start_form(posted(FIELDS, png()[:200]), client)
 
-    assert request is None and view.errors["character_file"].startswith("the character picture cannot be used: ")
+    assert request is None and "truncated" in view.errors["character_file"]
     assert "character_prompt" not in view.errors and view.upload_name is None
     assert stored_files(store) == []
 
@@ -100,13 +100,13 @@ async def test_a_stored_picture_named_by_its_sha_is_not_taken(client: EmojiSetCl
 @pytest.mark.parametrize(
     ("field", "text", "message"),
     [
-        ("frames_per_emoji", "²", "frames per emoji must be a whole number of at most 9 digits (0-9), got '²'"),
-        ("seed", "9" * 5000, "seed must be a whole number of at most 9 digits (0-9), got '9999"),
-        ("image_size", "٣٠٠", "image size must be a whole number"),
-        ("takes_per_action", "1.0", "takes per action must be a whole number"),
-        ("clip_seconds", "1e1", "clip seconds must be a number such as 2 or 1.5"),
-        ("deadline_hours", "1e308", "the deadline in hours must be a number such as 2 or 1.5"),
-        ("deadline_hours", "nan", "the deadline in hours must be a number such as 2 or 1.5"),
+        ("frames_per_emoji", "²", "must be a whole number of at most 9 digits (0-9), got '²'"),
+        ("seed", "9" * 5000, "must be a whole number of at most 9 digits (0-9), got '9999"),
+        ("image_size", "٣٠٠", "must be a whole number"),
+        ("takes_per_action", "1.0", "must be a whole number"),
+        ("clip_seconds", "1e1", "must be a number such as 2 or 1.5"),
+        ("deadline_hours", "1e308", "must be a number such as 2 or 1.5"),
+        ("deadline_hours", "nan", "must be a number such as 2 or 1.5"),
     ],
 )
 async def test_numbers_are_ascii_digits(client: EmojiSetClient, field: str, text: str, message: str) -> None:

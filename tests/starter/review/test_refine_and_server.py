@@ -15,6 +15,7 @@ from pydantic import SecretStr
 from starter.review.app import create_app
 from starter.review.settings import ReviewSettings
 from testkit.stack import Stack, wait_for_phase
+from tests.starter.review import test_review_app
 from tests.starter.review.test_review_app import slot_error, start_set
 from workflows.contract import EmojiSetState, Phase, ReviewPolicy, StagePolicy
 
@@ -108,7 +109,7 @@ async def test_a_real_server_serves_the_pages_and_asks_for_the_token(stack: Stac
             data={"candidate": "77"},
             headers={"Origin": url},
         )
-        assert picked.status_code == 409 and "no candidate 77" in slot_error(picked.text, "slot-wave-0")
+        assert "no candidate 77" in slot_error(await test_review_app.refused(http, picked), "slot-wave-0")
         assert (await http.get("/static/set.js")).status_code == 200
 
     guarded = create_app(

@@ -129,7 +129,6 @@ async def test_a_set_is_started_reviewed_refined_approved_and_downloaded_in_the_
         )
         for name, value in FIELDS.items():
             await page.get_by_test_id(f"field-{name}").fill(value)
-        await page.get_by_test_id("field-review_character").select_option("auto")
         await page.get_by_test_id("field-review_start_frames").select_option("human")
         await page.get_by_test_id("field-review_final").select_option("human")
         await expect(page.get_by_test_id("target-line-emoji")).to_be_checked()
@@ -164,13 +163,17 @@ async def test_a_set_is_started_reviewed_refined_approved_and_downloaded_in_the_
         await expect(page.get_by_test_id("start-approve-all")).to_have_count(0)
 
         # 3. Matting reaches the review: the page polls and swaps in each change.
-        await expect(page.get_by_test_id("set-phase")).to_have_text("awaiting_review", timeout=3 * MINUTE_MS)
+        await expect(page.get_by_test_id("set-phase")).to_have_attribute(
+            "data-phase", "awaiting_review", timeout=3 * MINUTE_MS
+        )
         await expect(page.get_by_test_id("set-progress")).to_have_text("40/40 frames ready")
+        await page.get_by_test_id("frames-wave").locator("summary").click()
         await expect(page.get_by_test_id("candidate-wave-1-1")).to_be_visible(timeout=MINUTE_MS)
         await steps.done("set review with candidates", page.get_by_test_id("emoji-wave"))
 
-        # 4. The animated preview cycles through the picks.
+        # 4. The animated preview cycles through the picks (while it is on the screen).
         preview = page.get_by_test_id("preview-wave")
+        await preview.scroll_into_view_if_needed()
         await expect(preview).to_have_attribute("data-frame", re.compile(r"^\d+$"))
         first = await preview.get_attribute("data-frame")
         await page.wait_for_function(
@@ -195,7 +198,7 @@ async def test_a_set_is_started_reviewed_refined_approved_and_downloaded_in_the_
         await other.click()
         await expect(page.get_by_test_id(chosen or "")).to_have_class(re.compile(r"\bpicked\b"))
         await expect(page.get_by_test_id(was or "")).not_to_have_class(re.compile(r"\bpicked\b"))
-        await expect(slot).to_contain_text("(human)")
+        await expect(slot).to_contain_text("(by hand)")
         await steps.done("candidate picked by hand", slot)
 
         # 6. Regenerate a frame with a custom prompt: new candidates appear and are cut out.
@@ -206,7 +209,7 @@ async def test_a_set_is_started_reviewed_refined_approved_and_downloaded_in_the_
         new = page.get_by_test_id(f"candidate-wave-2-{count}")  # the edit's first candidate (an edit makes 2)
         await expect(new).to_be_visible(timeout=2 * MINUTE_MS)
         await expect(new).to_contain_text("edit")
-        await expect(new).to_have_attribute("title", "edit: eyes closed, smiling")
+        await expect(new).to_have_attribute("data-label", "edit: eyes closed, smiling")
         assert await frame2.locator("button.tile").count() > count
         await expect(page.get_by_test_id(f"refine-link-wave-2-{count}")).to_be_visible(timeout=2 * MINUTE_MS)
         await steps.done("frame regenerated with a custom prompt", frame2)
@@ -276,12 +279,16 @@ async def test_a_set_is_started_reviewed_refined_approved_and_downloaded_in_the_
 
         # 8. Approve, and download the LINE emoji package.
         await page.get_by_test_id("refine-back").click()
-        await page.wait_for_url(re.compile(rf"/sets/{set_id}#slot-wave-0$"))
+        await page.wait_for_url(re.compile(rf"/sets/{set_id}(\?open=wave)?#slot-wave-0$"))
         await expect(page.get_by_test_id("approve-submit")).to_be_visible()
-        await page.get_by_test_id("approve-reviewer").fill("ana")
+        await page.get_by_test_id("reviewer-name").fill("ana")
         await page.get_by_test_id("approve-submit").click()
         await expect(page.get_by_test_id("downloads")).to_be_visible(timeout=3 * MINUTE_MS)
-        await expect(page.get_by_test_id("set-phase")).to_have_text("completed")
+        await expect(page.get_by_test_id("set-phase")).to_have_attribute("data-phase", "completed")
+        await expect(page.get_by_test_id("set-status-headline")).to_contain_text("approved by ana")
+        downloads_y = (await page.get_by_test_id("downloads").bounding_box() or {"y": 1e9})["y"]
+        index_y = (await page.get_by_test_id("emoji-index").bounding_box() or {"y": 0.0})["y"]
+        assert downloads_y < index_y, "a finished set shows its downloads first"
         await expect(page.get_by_test_id("package-error-line-emoji")).to_have_count(0)
         await steps.done("downloads", page.get_by_test_id("downloads"))
         async with page.expect_download() as event:
