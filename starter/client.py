@@ -33,6 +33,7 @@ from temporalio.client import (
     WorkflowUpdateStage,
 )
 from temporalio.common import (
+    Priority,
     SearchAttributeKey,
     SearchAttributePair,
     TypedSearchAttributes,
@@ -50,6 +51,7 @@ from workflows import keys
 from workflows import search_attributes as sa
 from workflows.contract import (
     ORCHESTRATION_TASK_QUEUE,
+    PRODUCTION_PRIORITY,
     WORKFLOW_TYPE,
     ActionState,
     ApproveCharacterInput,
@@ -79,6 +81,7 @@ from workflows.contract import (
     RegenerateStartFrameInput,
     TakeState,
     UndoRefineInput,
+    fairness_key,
 )
 from workflows.emoji_set import EmojiSetWorkflow
 from workflows.export_set import ExportSetWorkflow
@@ -179,7 +182,11 @@ class EmojiSetClient:
         return f"{self._ui_url}/namespaces/{quote(self.temporal.namespace)}/workflows/{quote(set_id, safe='')}"
 
     async def start(self, request: EmojiSetInput, *, set_id: str | None = None) -> str:
-        """Start a set and return its id. Starting again with the same ``set_id`` returns the running set."""
+        """Start a set and return its id. Starting again with the same ``set_id`` returns the running set.
+
+        The set's owner is its fairness key on the task queues: one owner's batch of sets does not hold back
+        another owner's set (see docs/architecture.md, "Fair queues per owner").
+        """
         set_id = set_id or new_set_id(request.character_prompt or "uploaded character")
         await self._requests.start_workflow(
             EmojiSetWorkflow.run,
@@ -198,6 +205,9 @@ class EmojiSetClient:
             ),
             static_summary=f"Emoji set: {_title(request)[:120]}",
             static_details=_static_details(request),
+            # Inherited by every activity of the set (and kept across continue-as-new): each owner gets a fair
+            # share of both queues, whatever another owner queued.
+            priority=Priority(fairness_key=fairness_key(request.owner), priority_key=PRODUCTION_PRIORITY),
         )
         return set_id
 

@@ -49,6 +49,18 @@ DRAINAGE_CHECKS = (
     'matching.wv.VersionDrainageStatusVisibilityGracePeriod="5s"',
 )
 """How soon the dev server tells that a build no longer current has drained (3 minutes each by default)."""
+FAIR_QUEUES = (
+    "--dynamic-config-value",
+    "matching.useNewMatcher=true",
+    "--dynamic-config-value",
+    "matching.enableFairness=true",
+    "--dynamic-config-value",
+    "matching.numTaskqueueReadPartitions=1",
+    "--dynamic-config-value",
+    "matching.numTaskqueueWritePartitions=1",
+)
+"""Task queue priority and fairness (off by default on a self-hosted server), on one partition per queue: with the
+default four, each partition is fair on its own and a small owner's tasks can still wait behind a big one's."""
 
 
 def temporal_cli() -> Path:
@@ -141,6 +153,7 @@ def services(settings: DevStackSettings) -> list[Service]:
                 "--log-level",
                 "warn",
                 *DRAINAGE_CHECKS,
+                *FAIR_QUEUES,
             ],
         ),
         Service("orchestration-worker", [python, "-m", "activities"]),

@@ -12,7 +12,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from core.settings import DeploymentSettings
-from starter.devstack import ensure_search_attributes, temporal_cli
+from starter.devstack import FAIR_QUEUES, ensure_search_attributes, temporal_cli
 from workflows import search_attributes as sa
 
 
@@ -24,12 +24,16 @@ def temporal_test_server() -> Path:
     return path
 
 
-async def start_throwaway_server(*extra_args: str, ui_port: int | None = None) -> WorkflowEnvironment:
-    """A dev server in memory on free ports, with the search attributes and no UI (unless ``ui_port`` is given).
+async def start_throwaway_server(
+    *extra_args: str, ui_port: int | None = None, fair: bool = True
+) -> WorkflowEnvironment:
+    """A dev server in memory on free ports, with the search attributes, fair task queues as ``popcon dev`` has
+    them (:data:`~starter.devstack.FAIR_QUEUES`) and no UI (unless ``ui_port`` is given).
 
     Args:
         extra_args: More ``temporal server start-dev`` arguments, e.g. ``--dynamic-config-value K=V``.
         ui_port: Serve the Web UI on this port.
+        fair: Turn task queue priority and fairness on (off: every task in arrival order, as before them).
     """
     return await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(temporal_cli()),
@@ -38,7 +42,7 @@ async def start_throwaway_server(*extra_args: str, ui_port: int | None = None) -
         ui=ui_port is not None,
         ui_port=ui_port,
         dev_server_log_level="error",
-        dev_server_extra_args=list(extra_args),
+        dev_server_extra_args=[*(FAIR_QUEUES if fair else ()), *extra_args],
     )
 
 

@@ -17,13 +17,14 @@ from datetime import timedelta
 from typing import Generic, TypeVar
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import Priority, RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from workflows.contract import (
         GPU_TASK_QUEUE,
         HEARTBEAT_TIMEOUT,
+        INTERACTIVE_PRIORITY,
         NON_RETRYABLE_FAILURES,
         ActivityName,
         ArtifactRef,
@@ -96,8 +97,16 @@ class Activity(Generic[InputT, OutputT]):
     task_queue: str | None = None
     """None: the calling workflow's own task queue (the orchestration queue)."""
 
-    def __call__(self, request: InputT, *, summary: str) -> Awaitable[OutputT]:
-        """Schedule the activity once the result is awaited; ``summary`` is what the Web UI shows for it."""
+    def __call__(self, request: InputT, *, summary: str, interactive: bool = False) -> Awaitable[OutputT]:
+        """Schedule the activity once the result is awaited.
+
+        Args:
+            request: Its input.
+            summary: What the Web UI shows for it.
+            interactive: A reviewer waits for it: it goes ahead of every set's production on its queue
+                (:data:`INTERACTIVE_PRIORITY`), within the set owner's fair share. Otherwise it has the set's own
+                priority and fairness key, inherited from the workflow.
+        """
         return workflow.execute_activity(
             self.name,
             request,
@@ -107,7 +116,16 @@ class Activity(Generic[InputT, OutputT]):
             heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=self.retry,
             summary=summary,
+            priority=interactive_priority() if interactive else Priority.default,
         )
+
+
+def interactive_priority() -> Priority:
+    """The workflow's own fairness key and weight, at :data:`INTERACTIVE_PRIORITY`."""
+    own = workflow.info().priority
+    return Priority(
+        priority_key=INTERACTIVE_PRIORITY, fairness_key=own.fairness_key, fairness_weight=own.fairness_weight
+    )
 
 
 check_generator = Activity[CheckGeneratorInput, None](

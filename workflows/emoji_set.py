@@ -686,6 +686,7 @@ class EmojiSetWorkflow:
                     seed=input.seed,
                 ),
                 summary=f"start frames {first}-{first + count - 1} for {action.name}",
+                interactive=prompt is not None,
             )
         )
         if isinstance(output, calls.Failed):
@@ -745,8 +746,12 @@ class EmojiSetWorkflow:
             frame.candidates += new
             new_per_slot.append(new)
         self._publish()
+        asked = take.motion_prompt is not None  # a reviewer's new take
         await asyncio.gather(
-            *(self._matte(action, frame, new) for frame, new in zip(action.frames, new_per_slot, strict=True))
+            *(
+                self._matte(action, frame, new, interactive=asked)
+                for frame, new in zip(action.frames, new_per_slot, strict=True)
+            )
         )
         self._settle(action)
 
@@ -771,6 +776,7 @@ class EmojiSetWorkflow:
                     seed=input.seed,
                 ),
                 summary=f"clip of {action.name} take {take.index}",
+                interactive=take.motion_prompt is not None,
             )
         )
         if isinstance(clip, calls.Failed):
@@ -789,6 +795,7 @@ class EmojiSetWorkflow:
                     size=input.image_size,
                 ),
                 summary=f"frames of {action.name} take {take.index}",
+                interactive=take.motion_prompt is not None,
             )
         )
 
@@ -814,6 +821,7 @@ class EmojiSetWorkflow:
                     seed=input.seed,
                 ),
                 summary=f"edit {action.name} frame {frame.index}: candidates {first}-{first + count - 1}",
+                interactive=True,
             )
         )
         if isinstance(output, calls.Failed):
@@ -823,15 +831,18 @@ class EmojiSetWorkflow:
         new = [Candidate(index=c.index, source=c.image, prompt=prompt) for c in output.candidates]
         frame.candidates += new
         frame.edits += 1
-        await self._matte(action, frame, new)
+        await self._matte(action, frame, new, interactive=True)
         ready = [c for c in new if c.status is CandidateStatus.READY]
         if ready:
             best = max(ready, key=lambda c: (picking.merit(c), -c.index))
             frame.pick, frame.picked_by = best.index, PickSource.HUMAN
         self._refresh(action)
 
-    async def _matte(self, action: ActionState, frame: FrameState, candidates: list[Candidate]) -> None:
-        """Matte a slot's new candidates in one GPU activity; each candidate's failure is its own."""
+    async def _matte(
+        self, action: ActionState, frame: FrameState, candidates: list[Candidate], *, interactive: bool = False
+    ) -> None:
+        """Matte a slot's new candidates in one GPU activity (``interactive``: a reviewer waits for them); each
+        candidate's failure is its own."""
         if not candidates:
             return
         if frame.status is not FrameStatus.READY:
@@ -845,7 +856,9 @@ class EmojiSetWorkflow:
         async with self._matting_slots:
             output = await calls.outcome(
                 calls.matte_slot(
-                    request, summary=f"matte {action.name} frame {frame.index}: {len(candidates)} candidates"
+                    request,
+                    summary=f"matte {action.name} frame {frame.index}: {len(candidates)} candidates",
+                    interactive=interactive,
                 )
             )
             if isinstance(output, calls.Failed):
@@ -893,7 +906,7 @@ class EmojiSetWorkflow:
             refining = RefineMatteInput(
                 frames=refine_targets, points=request.points, mode=request.mode, refiner=self._refiner()
             )
-            output = await calls.outcome(calls.refine_matte(refining, summary=summary))
+            output = await calls.outcome(calls.refine_matte(refining, summary=summary, interactive=True))
         finally:
             for slot, candidate in targets:
                 self._refining.discard((action.name, slot.index, candidate.index))

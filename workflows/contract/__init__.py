@@ -120,6 +120,7 @@ from workflows.contract.vocabulary import (
     GPU_TASK_QUEUE,
     HEARTBEAT_INTERVAL,
     HEARTBEAT_TIMEOUT,
+    INTERACTIVE_PRIORITY,
     MAX_ACTIONS,
     MAX_CANDIDATES_PER_FRAME_TOTAL,
     MAX_CANDIDATES_PER_SET,
@@ -134,6 +135,7 @@ from workflows.contract.vocabulary import (
     NON_RETRYABLE_FAILURES,
     ORCHESTRATION_TASK_QUEUE,
     PIPELINE_PATTERN,
+    PRODUCTION_PRIORITY,
     STICKY_WORKFLOW_TIMEOUT,
     UPGRADE_CHECK_INTERVAL,
     UPLOAD_MEDIA_TYPES,
@@ -144,6 +146,7 @@ from workflows.contract.vocabulary import (
     FailureType,
     RefineMode,
     TemporalMode,
+    fairness_key,
 )
 
 __all__ = [
@@ -151,6 +154,7 @@ __all__ = [
     "GPU_TASK_QUEUE",
     "HEARTBEAT_INTERVAL",
     "HEARTBEAT_TIMEOUT",
+    "INTERACTIVE_PRIORITY",
     "MAX_ACTIONS",
     "MAX_CANDIDATES_PER_FRAME_TOTAL",
     "MAX_CANDIDATES_PER_SET",
@@ -165,6 +169,7 @@ __all__ = [
     "NON_RETRYABLE_FAILURES",
     "ORCHESTRATION_TASK_QUEUE",
     "PIPELINE_PATTERN",
+    "PRODUCTION_PRIORITY",
     "STICKY_WORKFLOW_TIMEOUT",
     "UPGRADE_CHECK_INTERVAL",
     "UPLOAD_MEDIA_TYPES",
@@ -254,4 +259,5 @@ __all__ = [
     "TakeStatus",
     "TemporalMode",
     "UndoRefineInput",
+    "fairness_key",
 ]

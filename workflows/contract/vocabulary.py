@@ -23,6 +23,22 @@ GPU_TASK_QUEUE = "emoji-gpu"
 WORKFLOW_TYPE = "EmojiSet"
 EXPORT_WORKFLOW_TYPE = "ExportSet"
 
+PRODUCTION_PRIORITY = 3
+"""A set's task queue priority (Temporal's keys run from 1, first, to 5; 3 is its default): every activity of the
+set has it unless it is :data:`INTERACTIVE_PRIORITY`."""
+INTERACTIVE_PRIORITY = 1
+"""The priority of work a reviewer waits for (a regenerated start frame, a new take, a frame edit, a refinement):
+ahead of every set's production, on both queues."""
+ANONYMOUS_OWNER = "-"
+"""The fairness key of a set without an owner: such sets share one key."""
+
+
+def fairness_key(owner: str) -> str:
+    """The fairness key of an owner's sets: each owner's tasks get an equal share of a queue, however many they
+    queued (Temporal's task queue fairness)."""
+    return owner or ANONYMOUS_OWNER
+
+
 HEARTBEAT_INTERVAL = timedelta(seconds=1)
 """How often a running activity heartbeats, and the workers' heartbeat throttle: every beat reaches the server, so
 the time since the last one is never more than about a second when a worker is lost."""
