@@ -338,8 +338,8 @@ class EmojiSetClient:
         try:
             await self._update_call(set_id, EmojiSetWorkflow.cancel, signed)
         except MessageRejected as refused:
-            # A valid cancel that does not decode: the set's build knows no reviewer (the only field added since).
-            if not reviewer or "Failed decoding arguments" not in str(refused):
+            # A valid cancel the set's build refuses as input: it knows no reviewer (the only field added since).
+            if not reviewer or not _refused_field(refused, "reviewer"):
                 raise
             await self._update_call(set_id, EmojiSetWorkflow.cancel, CancelInput(reason=reason))
 
@@ -488,6 +488,13 @@ def _awaited(update: UpdateMethodMultiParam[P, Awaitable[T]]) -> UpdateMethodMul
     itself is passed on unchanged: its name and its declared result type are what the SDK reads.
     """
     return cast("UpdateMethodMultiParam[P, T]", update)
+
+
+def _refused_field(refused: MessageRejected, field: str) -> bool:
+    """Whether the set refused a message for carrying ``field``, which its build does not know: its message model
+    forbids it (a build that fails on a pydantic error, as the set's workflow does), or its payload does not decode."""
+    said = str(refused)
+    return "Failed decoding arguments" in said or (field in said and "Extra inputs are not permitted" in said)
 
 
 def _workflow_not_ready(err: RPCError) -> bool:

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, NoReturn, TypeVar
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, FailureError
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
     import pydantic
@@ -168,13 +168,17 @@ class EmojiSetWorkflow:
                 return self._finish(Phase.CANCELLED, self._cancel_reason())
             return await self._assemble()
         except asyncio.CancelledError:
+            self._state.ended_at, self._state.approval_pending_by = workflow.now(), None
+            self._state.cancel_reason = self._state.cancel_reason or "cancelled in Temporal"
             self._set_phase(Phase.CANCELLED)
             raise
-        except FailureError as failed:
+        except (FailureError, pydantic.ValidationError) as failed:
             # Kept in the state (no command: released histories replay), so the set's page and `popcon state` say
-            # why it failed and where, as the Web UI does.
-            self._state.failure = _failure(failed, self._state.phase)
-            workflow.set_current_details(progress.details_markdown(self._state))
+            # why it failed and where, as the Web UI does. A cancellation from Temporal is no failure.
+            if not is_cancelled_exception(failed):
+                self._state.failure = _failure(failed, self._state.phase)
+                self._state.ended_at, self._state.approval_pending_by = workflow.now(), None
+                workflow.set_current_details(progress.details_markdown(self._state))
             raise
 
     async def _until_cancelled(self, work: Coroutine[Any, Any, Phase | None]) -> Phase | None:
@@ -1199,7 +1203,7 @@ class EmojiSetWorkflow:
                 )
 
     def _finish(self, phase: Phase, reason: str | None) -> EmojiSetResult:
-        self._state.ended_at = workflow.now()
+        self._state.ended_at, self._state.approval_pending_by = workflow.now(), None
         self._set_phase(phase)
         if phase is Phase.EXPIRED:
             self._state.notice = reason

@@ -51,7 +51,8 @@ class StateCache:
             entry = self._entries.get(set_id)
             if entry is not None and not fresh:
                 fetched, state = entry
-                if time.monotonic() - fetched < (self.closed_ttl if state.phase in CLOSED else self.ttl):
+                ended = state.phase in CLOSED or state.failure is not None
+                if time.monotonic() - fetched < (self.closed_ttl if ended else self.ttl):
                     return state
             state = await self.client.state(set_id)
             self._entries[set_id] = (time.monotonic(), state)

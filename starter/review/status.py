@@ -81,7 +81,8 @@ def set_status(state: EmojiSetState, now: datetime) -> SetStatus:
         )
     if state.phase is Phase.CANCELLED:
         by = f" by {state.cancelled_by}" if state.cancelled_by else ""
-        return SetStatus("cancelled", f"Cancelled{by}{_at(state.ended_at)}: {state.cancel_reason}", ["Nothing waits."])
+        why = state.cancel_reason or "cancelled"
+        return SetStatus("cancelled", f"Cancelled{by}{_at(state.ended_at)}: {why}", ["Nothing waits."])
     if state.phase is Phase.EXPIRED:
         return SetStatus("expired", f"Expired{_at(state.ended_at)}: {state.notice or 'a review deadline passed'}")
     if state.phase is Phase.COMPLETED:

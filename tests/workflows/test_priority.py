@@ -58,5 +58,15 @@ async def test_a_sets_owner_is_its_fairness_key_and_a_reviewers_work_goes_first(
     assert mattes.count((0, "")) == len(mattes) - 1, "production inherits the set's own priority"
     for name in ("generate_clip", "extract_frames", "generate_start_frame"):
         assert all(a.priority.priority_key == 0 for a in scheduled[name]), name
-    assert fairness_key("") == "-"
+    await stack.sets.cancel(set_id)
+
+
+async def test_an_owner_too_long_for_a_fairness_key_is_cut_and_told_apart(stack: Stack, set_id: str) -> None:
+    long_owner = "é" * 100  # 200 bytes; Temporal takes 64
+    await start_set(stack, set_id, owner=long_owner)
+    history = await stack.client.get_workflow_handle(set_id).fetch_history()
+    key = history.events[0].workflow_execution_started_event_attributes.priority.fairness_key
+    assert key == fairness_key(long_owner) and len(key.encode()) <= 64
+    assert fairness_key(long_owner) != fairness_key(long_owner[:-1]), "owners sharing a prefix keep their own key"
+    assert fairness_key("") == "-" and fairness_key("acme") == "acme"
     await stack.sets.cancel(set_id)

@@ -8,6 +8,7 @@ modules of :mod:`workflows.contract`.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from datetime import timedelta
 from enum import StrEnum
@@ -33,10 +34,19 @@ ANONYMOUS_OWNER = "-"
 """The fairness key of a set without an owner: such sets share one key."""
 
 
+FAIRNESS_KEY_BYTES = 64
+"""The longest fairness key Temporal takes, in UTF-8 bytes (an owner may be longer)."""
+
+
 def fairness_key(owner: str) -> str:
     """The fairness key of an owner's sets: each owner's tasks get an equal share of a queue, however many they
-    queued (Temporal's task queue fairness)."""
-    return owner or ANONYMOUS_OWNER
+    queued (Temporal's task queue fairness). An owner too long for a key is cut and told apart by a digest."""
+    key = owner or ANONYMOUS_OWNER
+    if len(key.encode()) <= FAIRNESS_KEY_BYTES:
+        return key
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    kept = key.encode()[: FAIRNESS_KEY_BYTES - len(digest) - 1].decode(errors="ignore")
+    return f"{kept}~{digest}"
 
 
 HEARTBEAT_INTERVAL = timedelta(seconds=1)

@@ -112,12 +112,12 @@ class Message:
             redirect (303) to the page's ``anchor``, or to the page with the refusal (``?flash=``). 404 for no set.
         """
         if not images.valid_set_id(set_id):
-            return self.review.not_found("no such set")
+            return self._not_found("no such set")
         before = await self._state(set_id) if note else None
         try:
             await call()
         except SetNotFound:
-            return self.review.not_found(f"no emoji set {set_id!r}")
+            return self._not_found(f"no emoji set {set_id!r}")
         except (BadInput, ValidationError) as err:
             return self._refused(set_id, slot, fields.problem(err), 422, emoji)
         except EmojiSetError as err:
@@ -130,6 +130,11 @@ class Message:
         flash = f"flash={self.review.flash.put({'note': said})}" if said else ""
         query = "&".join(part for part in (f"open={emoji}" if emoji else "", flash) if part)
         return self._signed(RedirectResponse(f"/sets/{set_id}{'?' + query if query else ''}#{anchor}", 303))
+
+    def _not_found(self, message: str) -> Response:
+        if self.in_place:
+            return JSONResponse({"ok": False, "control": "page", "error": message}, status_code=404)
+        return self.review.not_found(message)
 
     def _refused(self, set_id: str, slot: str, error: str, status: int, emoji: str | None) -> Response:
         self.review.cache.forget(set_id)
@@ -348,7 +353,7 @@ def moved_picks(before: EmojiSetState, after: EmojiSetState, emoji: str, frame: 
     moved = [
         f.index
         for f, was in zip(new.frames, old.frames, strict=False)
-        if f.pick != was.pick and str(f.index) != frame and f.picked_by is not PickSource.HUMAN
+        if was.pick is not None and f.pick != was.pick and str(f.index) != frame and f.picked_by is not PickSource.HUMAN
     ]
     if not moved:
         return ""

@@ -11,7 +11,7 @@
   var base = "/sets/" + encodeURIComponent(setId);
   var fingerprint = null;
   var picks = null;
-  var ownPick = null;        // [emoji, frame] of the reviewer's own pick, whose note the server already gave
+  var ownPick = null;        // {emoji, frame, candidate} of the reviewer's own pick, noted by the server already
   var folded = {};           // details id -> open, as the reviewer left it
   var seen = {};             // part id -> the HTML last rendered for it
   var refreshing = null;     // the fragment being fetched
@@ -44,7 +44,7 @@
   }
 
   function carry(from) {
-    var kept = { fields: {}, errors: {}, focus: null };
+    var kept = { fields: {}, errors: {}, focus: null, focused: null };
     from.querySelectorAll("input, textarea, select").forEach(function (el) {
       if (el.type === "hidden" || el.type === "submit") { return; }
       var changed = el.type === "checkbox" ? el.checked !== el.defaultChecked : el.value !== el.defaultValue;
@@ -53,6 +53,8 @@
         kept.focus = { key: fieldKey(el), start: el.selectionStart, end: el.selectionEnd };
       }
     });
+    var active = document.activeElement;
+    if (!kept.focus && active && from.contains(active)) { kept.focused = active.getAttribute("data-testid"); }
     from.querySelectorAll(".error[id^='error-']").forEach(function (slot) {
       if (slot.textContent.trim()) { kept.errors[slot.id] = slot.textContent; }
     });
@@ -70,6 +72,8 @@
         try { el.setSelectionRange(kept.focus.start, kept.focus.end); } catch (e) { /* not a text field */ }
       }
     });
+    var again = kept.focused && into.querySelector('[data-testid="' + CSS.escape(kept.focused) + '"]');
+    if (again) { again.focus({ preventScroll: true }); }
     Object.keys(kept.errors).forEach(function (id) {
       var slot = into.querySelector("#" + CSS.escape(id));
       if (slot && !slot.textContent.trim()) { slot.textContent = kept.errors[id]; }
@@ -117,13 +121,15 @@
     body.dataset.fingerprint = fresh.dataset.fingerprint;
   }
 
+  // Resolves to whether a fragment was shown (then the page shows the state of ``body.dataset.fingerprint``).
   function refresh() {
     if (refreshing) {
-      queued = queued || refreshing.then(function () { queued = null; return refresh(); });
+      var again = function () { queued = null; return refresh(); };
+      queued = queued || refreshing.then(again, again);
       return queued;
     }
     refreshing = fetchFragment(openEmoji())
-      .then(function (fresh) { if (fresh) { show(fresh); } })
+      .then(function (fresh) { if (fresh) { show(fresh); } return Boolean(fresh); })
       .finally(function () { refreshing = null; });
     return refreshing;
   }
@@ -139,23 +145,26 @@
     return runs.map(function (r) { return r.length > 1 ? r[0] + "-" + r[r.length - 1] : String(r[0]); }).join(", ");
   }
 
+  // Notes the automatic picks that moved since the last poll; none while the reviewer's own pick (whose note the
+  // server gave) has not shown yet, nor in the poll that shows it.
   function movedPicks(now) {
+    if (ownPick) {
+      var mine = (now[ownPick.emoji] || [])[ownPick.frame];
+      if (mine && mine[0] === ownPick.candidate) { ownPick = null; }
+      return;
+    }
     if (picks === null) { return; }
     Object.keys(now).forEach(function (emoji) {
       var before = picks[emoji] || [];
       var moved = [];
       now[emoji].forEach(function (pick, i) {
-        var own = ownPick && ownPick[0] === emoji && ownPick[1] === i;
-        if (before[i] && before[i][0] !== null && pick[0] !== before[i][0] && pick[1] === "auto" && !own) {
-          moved.push(i);
-        }
+        if (before[i] && before[i][0] !== null && pick[0] !== before[i][0] && pick[1] === "auto") { moved.push(i); }
       });
-      if (moved.length && !(ownPick && ownPick[0] === emoji)) {
+      if (moved.length) {
         note("The automatic picks of " + emoji + " frames " + spans(moved) + " changed, to follow the newest " +
              "candidates and your picks.");
       }
     });
-    ownPick = null;
   }
 
   // --- Polling -----------------------------------------------------------------------------------------------
@@ -168,14 +177,16 @@
         var bar = byId("set-progress-bar");
         if (bar) { bar.max = Math.max(1, state.frames_total); bar.value = state.frames_done; }
         var changed = state.fingerprint !== fingerprint;
-        fingerprint = state.fingerprint;
         movedPicks(state.picks);
         picks = state.picks;
         var next = function () {
           text("set-live", state.closed ? "" : "live");
           if (!state.closed || changed) { setTimeout(poll, 1000); }
         };
-        if (changed) { refresh().then(next, next); } else { next(); }
+        if (!changed) { next(); return; }
+        refresh()  // the fingerprint moves only once its state is shown: a failed fetch is tried again
+          .then(function (shown) { if (shown) { fingerprint = body.dataset.fingerprint; } })
+          .then(next, next);
       })
       .catch(function () { text("set-live", "offline, retrying"); setTimeout(poll, 3000); });
   }
@@ -195,11 +206,11 @@
     if (submitter && submitter.name) { data.append(submitter.name, submitter.value); }
     var name = document.querySelector("[data-testid=reviewer-name]");
     if (name && name.value.trim() && !data.has("reviewer")) { data.append("reviewer", name.value.trim()); }
-    form.querySelectorAll(".error[id^='error-']").forEach(function (slot) { slot.textContent = ""; });
+    ["error-" + form.dataset.control, "error-page"].forEach(function (id) { text(id, ""); });
     var action = form.getAttribute("action");
-    var slotError = form.parentElement && form.parentElement.querySelector(":scope > .error[id^='error-']");
-    if (slotError) { slotError.textContent = ""; }
     var picked = action.match(/\/emoji\/([^/]+)\/frames\/(\d+)\/pick$/);
+    var typed = Array.prototype.map.call(
+      form.querySelectorAll("input[name=prompt], input[name=motion_prompt], input[name=reason]"), fieldKey);
     form.classList.add("sending");
     if (submitter) { submitter.disabled = true; }
     return fetch(action, {
@@ -210,9 +221,14 @@
       })
       .then(function (reply) {
         if (!reply.answer.ok) { showError(reply.answer.control || "page", reply.answer.error || "refused"); return; }
-        form.querySelectorAll("input[name=prompt], input[name=motion_prompt], input[name=reason]")
-          .forEach(function (input) { input.value = ""; input.defaultValue = ""; });
-        if (picked) { ownPick = [decodeURIComponent(picked[1]), parseInt(picked[2], 10)]; }
+        // Sent: the text is cleared where it is now (a live update may have carried it into a new form).
+        body.querySelectorAll("input").forEach(function (input) {
+          if (typed.indexOf(fieldKey(input)) >= 0) { input.value = ""; input.defaultValue = ""; }
+        });
+        if (picked && submitter) {
+          ownPick = { emoji: decodeURIComponent(picked[1]), frame: parseInt(picked[2], 10),
+                      candidate: parseInt(submitter.value, 10) };
+        }
         note(reply.answer.note);
         fingerprint = null;  // whatever the poll sees next is shown
         return refresh();
@@ -228,11 +244,15 @@
     var form = event.target;
     if (form.id === "reviewer-form") {
       event.preventDefault();
-      fetch(form.getAttribute("action"), { method: "POST", body: new FormData(form), credentials: "same-origin" })
-        .then(function () {
-          var said = form.querySelector("[data-testid=reviewer-note]");
-          if (said) { said.textContent = "Kept: your approvals and cancels are signed with it."; }
-        });
+      var said = form.querySelector("[data-testid=reviewer-note]");
+      fetch(form.getAttribute("action"),
+            { method: "POST", body: new FormData(form), credentials: "same-origin", redirect: "manual" })
+        .then(function (response) {
+          var kept = response.ok || response.type === "opaqueredirect";
+          said.textContent = kept ? "Kept: your approvals and cancels are signed with it."
+                                  : "The name could not be kept (" + response.status + "): try again.";
+        })
+        .catch(function () { said.textContent = "The name could not be kept: check the connection."; });
       return;
     }
     if (!form.hasAttribute("data-inplace") || !body.contains(form)) { return; }
@@ -273,7 +293,7 @@
   // What the server rendered, as the parts will be compared: the page's own parts have been changed by the
   // previews' script already. A fragment of the same state is the baseline; of a newer one, it is shown.
   fingerprint = body.dataset.fingerprint || null;
-  fetchFragment([]).then(function (fresh) {
+  fetchFragment(openEmoji()).then(function (fresh) {
     if (fresh && fresh.dataset.fingerprint === fingerprint) {
       parts(fresh).forEach(function (p) { seen[p.dataset.part] = p.outerHTML; });
     } else if (fresh) {

@@ -236,9 +236,13 @@ async def test_findings_3_to_10_the_final_review_page(stack: Stack, browser: Bro
         await expect(error).to_be_in_viewport()
         await expect(prompt).to_have_value(too_long)
         assert page.url == before
+        await prompt.fill("eyes closed")  # sent again, taken: the refusal and the text go
+        await page.get_by_test_id("frame-regenerate-submit-wave-3").click()
+        await expect(error).to_have_text("")
+        await expect(prompt).to_have_value("")
 
         # 4. Live updates keep what is typed: type a motion prompt, let the set change underneath.
-        await page.evaluate("document.querySelector('[data-part=emoji-wave]').dataset.kept = 'yes'")
+        await page.evaluate("document.querySelector('[data-part=start-frames]').dataset.kept = 'yes'")
         motion = page.get_by_test_id("action-regenerate-prompt-heart")
         await motion.click()
         await motion.type("bounces")
@@ -246,7 +250,7 @@ async def test_findings_3_to_10_the_final_review_page(stack: Stack, browser: Bro
         await expect(page.get_by_test_id("strip-frame-heart-0")).to_have_class(re.compile(r"\bhand\b"))
         await expect(motion).to_have_value("bounces")
         await expect(motion).to_be_focused()
-        kept = await page.evaluate("document.querySelector('[data-part=emoji-wave]').dataset.kept")
+        kept = await page.evaluate("document.querySelector('[data-part=start-frames]').dataset.kept")
         assert kept == "yes", "only the parts that changed are replaced"
         await motion.fill("")
 
@@ -264,3 +268,5 @@ async def test_findings_3_to_10_the_final_review_page(stack: Stack, browser: Bro
         await no_sideways_scroll(page)
         await browser.shot(f"approved while a take animates, at {width}")
     await stack.sets.cancel(set_id)
+    cancelled = await wait_for_phase(stack.sets, set_id, Phase.CANCELLED)
+    assert cancelled.approval_pending_by is None, "a cancelled set waits for no assembly"

@@ -124,6 +124,8 @@ def test_a_hand_pick_names_the_automatic_picks_it_moved_in_runs() -> None:
         "around it."
     )
     assert moved_picks(before, before, "wave", "3") == ""
+    unpicked = state()
+    assert moved_picks(unpicked, after, "wave", "3") == "", "a pick made where there was none is not a move"
     assert spans([0, 1, 2, 4, 5, 7]) == "0-2, 4-5, 7"
 
 
@@ -138,6 +140,8 @@ async def test_in_place_posts_answer_json_with_the_control_and_the_status(
     assert refused.json() == {"ok": False, "control": "slot-wave-2", "error": refused.json()["error"]}
     bad = await http.post(f"/sets/{set_id}/emoji/wave/frames/2/regenerate", data={"prompt": ""}, headers=script)
     assert bad.status_code == 422 and bad.json()["control"] == "slot-wave-2"
+    missing = await http.post("/sets/no-such-set/emoji/wave/frames/2/pick", data={"candidate": "0"}, headers=script)
+    assert missing.status_code == 404 and missing.json()["control"] == "page"
     taken = await http.post(f"/sets/{set_id}/emoji/wave/frames/2/pick", data={"candidate": "0"}, headers=script)
     assert taken.status_code == 200 and taken.json()["ok"] is True
 
