@@ -116,7 +116,9 @@ from workflows.contract.state import (
     TakeStatus,
 )
 from workflows.contract.vocabulary import (
+    ANONYMOUS_OWNER,
     EXPORT_WORKFLOW_TYPE,
+    FAIRNESS_KEY_BYTES,
     GPU_TASK_QUEUE,
     HEARTBEAT_INTERVAL,
     HEARTBEAT_TIMEOUT,
@@ -150,7 +152,9 @@ from workflows.contract.vocabulary import (
 )
 
 __all__ = [
+    "ANONYMOUS_OWNER",
     "EXPORT_WORKFLOW_TYPE",
+    "FAIRNESS_KEY_BYTES",
     "GPU_TASK_QUEUE",
     "HEARTBEAT_INTERVAL",
     "HEARTBEAT_TIMEOUT",
