@@ -121,7 +121,6 @@ async def set_progress(set_id: str, review: ReviewDep) -> Response:
             "frames_total": state.frames_total(),
             "awaiting": state.awaiting(),
             "notice": state.notice,
-            "failed": state.failure is not None,
             "actions": {a.name: a.stage.value for a in state.actions},
             "picks": {a.name: [[f.pick, f.picked_by] for f in a.frames] for a in state.actions},
             "fingerprint": fingerprint(state),
