@@ -208,7 +208,9 @@ async def test_findings_3_to_10_the_final_review_page(stack: Stack, browser: Bro
         while await preview.get_attribute("data-frame") != "3":
             await page.get_by_test_id("player-next-wave").click()
         frame = state.actions[0].frames[3]
-        other = next(c for c in frame.usable() if c.index != frame.pick)
+        # The earliest clip frame: picked by hand, frame 2's pick (later in the clip) can no longer come before it.
+        other = min(frame.usable(), key=lambda c: (c.take or 0, c.offset))
+        assert other.index != frame.pick
         candidate = page.get_by_test_id(f"candidate-wave-3-{other.index}")
         await candidate.hover()
         await expect(preview).to_have_attribute("src", await candidate.get_attribute("data-image") or "")
@@ -222,8 +224,8 @@ async def test_findings_3_to_10_the_final_review_page(stack: Stack, browser: Bro
         assert page.url == before, "picked in place, no reload"
         after = (await stack.sets.state(set_id)).actions[0]
         moved = [f.index for f, was in zip(after.frames, state.actions[0].frames, strict=True) if f.pick != was.pick]
-        if set(moved) - {3}:
-            await expect(page.get_by_test_id("note").last).to_contain_text("moved the automatic picks of wave frames")
+        assert set(moved) - {3}, "the pick moves other frames' automatic picks"
+        await expect(page.get_by_test_id("note").last).to_contain_text("moved the automatic picks of wave frames")
 
         # 3 and 10. A refused frame edit: the plain refusal beside the control, the typed text kept, no reload.
         prompt = page.get_by_test_id("frame-regenerate-prompt-wave-3")
