@@ -39,6 +39,7 @@ from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
 from activities.settings import OrchestrationSettings
 from activities.worker import build_worker
+from benchmarks.arguments import at_least
 from benchmarks.sleep_engine import sleep_steps
 from core.artifacts import FileArtifactStore, open_store
 from core.connection import connect
@@ -302,20 +303,11 @@ async def main(latency_s: float, capacities: list[int], repeat: int, floor: bool
         )
 
 
-def _at_least_one(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {number}")
-    return number
-
-
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--latency", type=float, default=0.5, help="GPU latency per candidate, seconds")
-    parser.add_argument(
-        "--capacity", type=_at_least_one, nargs="+", default=[1, 3, 6, 12], help="GPU worker capacities"
-    )
-    parser.add_argument("--repeat", type=_at_least_one, default=5, help="measured sets per row (the median is printed)")
+    parser.add_argument("--capacity", type=at_least(1), nargs="+", default=[1, 3, 6, 12], help="GPU worker capacities")
+    parser.add_argument("--repeat", type=at_least(1), default=5, help="measured sets per row (the median is printed)")
     parser.add_argument(
         "--floor", action="store_true", help="also measure a sleep-only activity: what the SDK and server alone cost"
     )

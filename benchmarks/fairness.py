@@ -44,7 +44,7 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -53,6 +53,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from activities.settings import OrchestrationSettings
+from benchmarks.arguments import at_least
 from core.settings import ArtifactSettings
 from gpu_activity_worker.settings import GpuWorkerSettings
 from starter.client import EmojiSetClient
@@ -292,24 +293,14 @@ async def main(config: Config, repeat: int) -> None:
     print(f"wall time: {time.perf_counter() - began:.0f} s")
 
 
-def _at_least(low: int) -> Callable[[str], int]:
-    def parse(value: str) -> int:
-        number = int(value)
-        if number < low:
-            raise argparse.ArgumentTypeError(f"must be at least {low}, not {number}")
-        return number
-
-    return parse
-
-
 def cli() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--a-sets", type=_at_least(1), default=20, help="sets owner A starts at once")
+    parser.add_argument("--a-sets", type=at_least(1), default=20, help="sets owner A starts at once")
     parser.add_argument("--b-delay", type=float, default=0.5, help="seconds between A's starts and B's")
-    parser.add_argument("--repeat", type=_at_least(1), default=1, help="runs per configuration (their median)")
-    parser.add_argument("--actions", type=_at_least(1), default=2, help=f"the first N of {ACTIONS}")
-    parser.add_argument("--frames", type=_at_least(2), default=8, help="frames per emoji")
-    parser.add_argument("--image-size", type=_at_least(64), default=128, help="frame edge, px")
+    parser.add_argument("--repeat", type=at_least(1), default=1, help="runs per configuration (their median)")
+    parser.add_argument("--actions", type=at_least(1), default=2, help=f"the first N of {ACTIONS}")
+    parser.add_argument("--frames", type=at_least(2), default=8, help="frames per emoji")
+    parser.add_argument("--image-size", type=at_least(64), default=128, help="frame edge, px")
     args = parser.parse_args()
     if args.actions > len(ACTIONS):
         parser.error(f"--actions: at most {len(ACTIONS)}")

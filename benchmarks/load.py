@@ -61,6 +61,7 @@ from pathlib import Path
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
 
+from benchmarks.arguments import at_least
 from core.connection import connect
 from core.settings import PROJECT_DIR, TemporalSettings
 from starter.client import EmojiSetClient
@@ -696,23 +697,16 @@ async def main(config: Config, counts: list[int], work_dir: Path | None) -> None
     print_rounds(rounds)
 
 
-def _at_least_one(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {number}")
-    return number
-
-
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sets", type=_at_least_one, nargs="+", default=[1, 10, 30, 60], help="sets started at once")
+    parser.add_argument("--sets", type=at_least(1), nargs="+", default=[1, 10, 30, 60], help="sets started at once")
     parser.add_argument("--actions", type=int, choices=range(1, len(ACTIONS) + 1), default=4, help="actions per set")
     parser.add_argument("--frames", type=int, default=12, help="frames per emoji")
     parser.add_argument("--neighbours", type=int, choices=[0, 1, 2], default=1, help="neighbours either side")
     parser.add_argument("--size", type=int, default=256, help="frame edge, px")
     parser.add_argument("--pipeline", default="sleep:0", help="matting pipeline (sleep:<ms> stand-in, or classical)")
-    parser.add_argument("--orchestration-concurrency", type=_at_least_one, default=4, help="orchestration activities")
-    parser.add_argument("--gpu-concurrency", type=_at_least_one, default=2, help="GPU slots of the GPU worker")
+    parser.add_argument("--orchestration-concurrency", type=at_least(1), default=4, help="orchestration activities")
+    parser.add_argument("--gpu-concurrency", type=at_least(1), default=2, help="GPU slots of the GPU worker")
     parser.add_argument("--gpu-prefetch", type=int, default=2, help="GPU-queue slots taken ahead while the GPU is full")
     parser.add_argument("--warmup", type=int, default=1, help="unmeasured sets per round before the measured ones")
     parser.add_argument("--log-level", default="INFO", help="the workers' POPCON_LOG_LEVEL")

@@ -27,19 +27,18 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import socket
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import uvicorn
 from fastapi import FastAPI
 from temporalio.client import WorkflowExecutionStatus
 
+from benchmarks.arguments import at_least
 from core.settings import ArtifactSettings
 from gpu_activity_worker.settings import GpuWorkerSettings
 from starter.client import EmojiSetClient, MessageRejected
@@ -48,6 +47,7 @@ from starter.review.settings import ReviewSettings
 from testkit.browser import CHROMIUM_ARGS, chromium_executable
 from testkit.servers import start_throwaway_server
 from testkit.stack import Stack, StackSettings, run_stack, wait_for_phase
+from testkit.web import served
 from workflows.contract import EmojiSetInput, Phase
 from workflows.presets import DEFAULT_ACTIONS
 
@@ -207,24 +207,6 @@ async def view(browser: Browser, url: str, viewport: Viewport, *, screenshot: Pa
         await context.close()
 
 
-@contextlib.asynccontextmanager
-async def served(app: FastAPI) -> AsyncIterator[str]:
-    """``app`` behind uvicorn on a free loopback port; yields its base URL."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    task = asyncio.create_task(server.serve())
-    async with asyncio.timeout(10):
-        while not server.started:
-            await asyncio.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await task
-
-
 async def until_final_review(sets: EmojiSetClient, set_id: str, *, timeout: float = SET_TIMEOUT_S) -> None:
     """Approve the set's start frames as they come, until it awaits its final review."""
     async with asyncio.timeout(timeout):
@@ -314,25 +296,13 @@ async def main(config: Config, screenshots: Path | None, failed_set: bool) -> No
     print(f"run: {time.perf_counter() - started:.0f} s")
 
 
-def _at_least(low: int) -> Callable[[str], int]:
-    def parse(value: str) -> int:
-        number = int(value)
-        if number < low:
-            raise argparse.ArgumentTypeError(f"must be at least {low}, not {number}")
-        return number
-
-    return parse
-
-
 def cli() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--actions", type=_at_least(1), default=len(DEFAULT_ACTIONS), help="the first N default actions"
-    )
-    parser.add_argument("--frames", type=_at_least(2), default=12, help="frames per emoji")
-    parser.add_argument("--neighbours", type=_at_least(0), default=2, help="clip frames either side of each pick")
-    parser.add_argument("--takes", type=_at_least(1), default=1, help="clips per action")
-    parser.add_argument("--image-size", type=_at_least(64), default=128, help="frame edge, px")
+    parser.add_argument("--actions", type=at_least(1), default=len(DEFAULT_ACTIONS), help="the first N default actions")
+    parser.add_argument("--frames", type=at_least(2), default=12, help="frames per emoji")
+    parser.add_argument("--neighbours", type=at_least(0), default=2, help="clip frames either side of each pick")
+    parser.add_argument("--takes", type=at_least(1), default=1, help="clips per action")
+    parser.add_argument("--image-size", type=at_least(64), default=128, help="frame edge, px")
     parser.add_argument("--screenshots", type=Path, help="save review-final.png and review-phone.png here")
     parser.add_argument("--failed-set", action="store_true", help="also a failed set's page (review-failed.png)")
     args = parser.parse_args()

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from benchmarks.review_page import LAPTOP, Config, measure_page, review_app, served, table, until_final_review
+from benchmarks.review_page import LAPTOP, Config, measure_page, review_app, table, until_final_review
 from testkit.browser import BrowserSession
 from testkit.stack import Stack
+from testkit.web import served
 
 
 async def test_the_page_of_a_tiny_set_is_measured(stack: Stack, browser: BrowserSession, set_id: str) -> None:

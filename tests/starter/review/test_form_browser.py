@@ -21,7 +21,7 @@ from starter.review.settings import ReviewSettings
 from testkit import browser as browsers
 from testkit.browser import BrowserSession, Screenshots
 from testkit.stack import Stack, wait_for_phase
-from tests.starter.review.test_refine_and_server import served
+from testkit.web import served
 from tests.starter.review.test_review_app import start_set
 from tests.starter.review.test_review_browser import character_png, opaque_point
 from workflows.contract import DeadlinePolicy, EmojiSetState, ExportTarget, Phase, ReviewPolicy, StagePolicy

@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import socket
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-
 import httpx
-import uvicorn
-from fastapi import FastAPI
 from pydantic import SecretStr
 
 from starter.review.app import create_app
 from starter.review.settings import ReviewSettings
 from testkit.stack import Stack, wait_for_phase
+from testkit.web import served
 from tests.starter.review import test_review_app
 from tests.starter.review.test_review_app import slot_error, start_set
 from workflows.contract import EmojiSetState, Phase, ReviewPolicy, StagePolicy
@@ -79,23 +73,6 @@ async def test_the_refine_page_shows_matte_and_source_and_refuses_points_outside
     unknown = await http.post(f"/sets/{set_id}/refine/wave/1/99", json={"points": [{"x": 1, "y": 1}]})
     assert unknown.status_code == 404
     await stack.sets.cancel(set_id)
-
-
-@asynccontextmanager
-async def served(app: FastAPI) -> AsyncIterator[str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    task = asyncio.create_task(server.serve())
-    async with asyncio.timeout(10):
-        while not server.started:
-            await asyncio.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await task
 
 
 async def test_a_real_server_serves_the_pages_and_asks_for_the_token(stack: Stack, set_id: str) -> None:

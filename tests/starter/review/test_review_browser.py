@@ -27,7 +27,7 @@ from starter.review.app import create_app
 from starter.review.settings import ReviewSettings
 from testkit.browser import BrowserSession
 from testkit.stack import Stack
-from tests.starter.review.test_refine_and_server import served
+from testkit.web import served
 
 pytestmark = pytest.mark.browser
 

@@ -22,7 +22,7 @@ from starter.review.settings import ReviewSettings
 from testkit.browser import BrowserSession
 from testkit.generator_standins import SlowRegenerations
 from testkit.stack import Stack, wait_for_phase
-from tests.starter.review.test_refine_and_server import served
+from testkit.web import served
 from tests.starter.review.test_review_app import SMALL
 from workflows.contract import (
     EmojiSetInput,
