@@ -1,4 +1,4 @@
-"""``python -m activities``: run the orchestration worker."""
+"""``python -m activities``: run the orchestration worker process (its task queue and the paid generator calls')."""
 
 import asyncio
 

@@ -14,11 +14,14 @@ from datetime import timedelta
 from typing import TypeVar
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from activities import clips, uploads
 from activities.generation import GeneratorRegistry, builtin_generators
 from activities.generation.base import GeneratedImage, GenerationError, Generator
 from core.artifacts import ArtifactError, ArtifactStore
+from core.settings import CostSettings, WebhookSettings
+from core.webhooks import DestinationRefused, check_destination
 from workflows import keys
 from workflows.contract import (
     ActivityName,
@@ -26,6 +29,8 @@ from workflows.contract import (
     CheckGeneratorInput,
     ClipFrame,
     ClipOutput,
+    DeploymentTerms,
+    DescribeDeploymentInput,
     EditFrameInput,
     ExtractFramesInput,
     ExtractFramesOutput,
@@ -35,7 +40,9 @@ from workflows.contract import (
     GeneratedCandidate,
     GeneratedImages,
     GenerateStartFrameInput,
+    GeneratorRole,
     PrepareUploadInput,
+    Usage,
 )
 
 T = TypeVar("T")
@@ -47,11 +54,23 @@ class ProductionActivities:
     Args:
         store: Where inputs are read and outputs stored.
         generators: The backends a set may name; ``None`` is :func:`~activities.generation.builtin_generators`.
+        costs: The prices and default budget a new set is told; ``None`` reads ``POPCON_PRICES`` and
+            ``POPCON_BUDGET_*``.
+        webhooks: The deployment's webhook and secrets; ``None`` reads ``POPCON_WEBHOOK_*``.
     """
 
-    def __init__(self, store: ArtifactStore, generators: GeneratorRegistry | None = None) -> None:
+    def __init__(
+        self,
+        store: ArtifactStore,
+        generators: GeneratorRegistry | None = None,
+        *,
+        costs: CostSettings | None = None,
+        webhooks: WebhookSettings | None = None,
+    ) -> None:
         self._store = store
         self._registry = builtin_generators() if generators is None else generators
+        self._costs = CostSettings() if costs is None else costs
+        self._webhooks = WebhookSettings() if webhooks is None else webhooks
         self._generators: dict[str, Generator] = {}
         self._lock = asyncio.Lock()
 
@@ -78,6 +97,43 @@ class ProductionActivities:
         """Fail with a non-retryable ``UnknownGenerator`` error when the backend does not exist."""
         return type(await self._generator(request.generator)).__name__
 
+    @activity.defn(name=ActivityName.DESCRIBE_DEPLOYMENT)
+    async def describe_deployment(self, request: DescribeDeploymentInput) -> DeploymentTerms:
+        """The deployment's terms for a new set: its prices, the models of the set's generator and the clip length
+        it bills, the default budget, whether it has a webhook (no models for a generator that does not exist:
+        ``check_generator`` says so). Refuses (non-retryably) a webhook whose secret is not configured or whose
+        address is not allowed: ``InvalidRequest`` for the set's own, ``DeploymentMisconfigured`` for the
+        deployment's; a host that does not resolve for now is tried again."""
+        try:
+            generator: Generator | None = await self._generator(request.generator)
+        except ApplicationError:
+            generator = None
+        webhooks = self._webhooks
+        url = request.webhook.url if request.webhook is not None else webhooks.webhook_url
+        if url:
+            failure = (
+                FailureType.INVALID_REQUEST if request.webhook is not None else FailureType.DEPLOYMENT_MISCONFIGURED
+            )
+            secret = request.webhook.secret if request.webhook is not None else "default"
+            if secret not in webhooks.webhook_secrets:
+                raise failure.error(f"the webhook secret {secret!r} is not configured: set POPCON_WEBHOOK_SECRETS")
+            try:
+                await asyncio.to_thread(check_destination, url, allow_private=webhooks.webhook_allow_private)
+            except DestinationRefused as refused:
+                if refused.temporary:
+                    raise FailureType.WEBHOOK_UNAVAILABLE.error(str(refused)) from refused
+                raise failure.error(str(refused)) from refused
+        clip_seconds = None
+        if generator is not None and request.clip_seconds is not None:
+            clip_seconds = generator.clip_seconds(request.clip_seconds)
+        return DeploymentTerms(
+            prices=self._costs.prices,
+            models={role: generator.model(role) for role in GeneratorRole} if generator is not None else {},
+            budget=self._costs.default_budget(),
+            webhook=bool(webhooks.webhook_url),
+            clip_seconds=clip_seconds,
+        )
+
     @activity.defn(name=ActivityName.PREPARE_UPLOAD)
     async def prepare_upload(self, request: PrepareUploadInput) -> ArtifactRef:
         """Check the uploaded picture and store it cleaned: cut out, on white, cropped and padded square."""
@@ -92,6 +148,7 @@ class ProductionActivities:
     async def generate_character(self, request: GenerateCharacterInput) -> GeneratedImages:
         """Character candidates from the prompt."""
         generator = await self._generator(request.generator)
+        model = generator.model(GeneratorRole.CHARACTER)  # before the paid call: a generator without one pays nothing
         images = await _generated(generator.character(request), request.generator)
         return await self._stored(
             images,
@@ -99,12 +156,14 @@ class ProductionActivities:
             request.count,
             request.generator,
             lambda i: keys.character_key(request.set_id, i),
+            model,
         )
 
     @activity.defn(name=ActivityName.GENERATE_START_FRAME)
     async def generate_start_frame(self, request: GenerateStartFrameInput) -> GeneratedImages:
         """Start frame candidates: the character in the action's pose."""
         generator = await self._generator(request.generator)
+        model = generator.model(GeneratorRole.START_FRAME)
         character = await self._read(request.character.image)
         images = await _generated(generator.start_frame(request, character), request.generator)
         return await self._stored(
@@ -113,12 +172,14 @@ class ProductionActivities:
             request.count,
             request.generator,
             lambda i: keys.start_frame_key(request.set_id, request.action.name, i),
+            model,
         )
 
     @activity.defn(name=ActivityName.EDIT_FRAME)
     async def edit_frame(self, request: EditFrameInput) -> GeneratedImages:
         """New candidates for one frame slot: an image edit of its frame with the custom prompt."""
         generator = await self._generator(request.generator)
+        model = generator.model(GeneratorRole.EDIT_FRAME)
         source = await self._read(request.source)
         images = await _generated(generator.edit_frame(request, source), request.generator)
         return await self._stored(
@@ -127,17 +188,23 @@ class ProductionActivities:
             request.count,
             request.generator,
             lambda i: keys.candidate_key(request.set_id, request.action.name, request.frame, i, "source.png"),
+            model,
         )
 
     @activity.defn(name=ActivityName.GENERATE_CLIP)
     async def generate_clip(self, request: GenerateClipInput) -> ClipOutput:
         """One image-to-video take from the approved start frame."""
         generator = await self._generator(request.generator)
+        usage = Usage(
+            model=generator.model(GeneratorRole.CLIP),
+            video_seconds=generator.clip_seconds(request.seconds),
+            attempt=activity.info().attempt,
+        )
         start_frame = await self._read(request.start_frame)
         clip = await _generated(generator.clip(request, start_frame), request.generator)
         key = keys.clip_key(request.set_id, request.action.name, request.take)
         stored = await asyncio.to_thread(self._store.put, key, clip.data, clip.media_type)
-        return ClipOutput(clip=stored, generator=request.generator, task_id=clip.task_id)
+        return ClipOutput(clip=stored, generator=request.generator, task_id=clip.task_id, usage=usage)
 
     @activity.defn(name=ActivityName.EXTRACT_FRAMES)
     async def extract_frames(self, request: ExtractFramesInput) -> ExtractFramesOutput:
@@ -171,7 +238,13 @@ class ProductionActivities:
         )
 
     async def _stored(
-        self, images: list[GeneratedImage], first: int, count: int, generator: str, key_of: Callable[[int], str]
+        self,
+        images: list[GeneratedImage],
+        first: int,
+        count: int,
+        generator: str,
+        key_of: Callable[[int], str],
+        model: str,
     ) -> GeneratedImages:
         if len(images) != count:
             raise FailureType.GENERATION_FAILED.error(f"{generator} returned {len(images)} images, expected {count}")
@@ -182,7 +255,8 @@ class ProductionActivities:
                 self._store.put, key_of(index), image.data, image.media_type, width=image.width, height=image.height
             )
             candidates.append(GeneratedCandidate(index=index, image=ref))
-        return GeneratedImages(candidates=candidates, generator=generator)
+        usage = Usage(model=model, images=len(candidates), attempt=activity.info().attempt)
+        return GeneratedImages(candidates=candidates, generator=generator, usage=usage)
 
     async def aclose(self) -> None:
         """Release generator resources (HTTP clients)."""

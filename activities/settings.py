@@ -16,6 +16,28 @@ class OrchestrationSettings(PopconSettings):
     orchestration_activity_concurrency: int = Field(default=8, ge=1)
 
 
+class PaidGenerationSettings(PopconSettings):
+    """The generator calls' own task queue (``emoji-paid``), served by the orchestration worker process: how fast
+    and how many at once (see docs/dashscope.md, "Paid calls").
+
+    The defaults follow DashScope's documented limits of a Wan model (per model, per Alibaba Cloud account): task
+    submission 2 requests per second, 2 tasks processed at once, the others queued by the service.
+    """
+
+    paid_calls_per_second: float = Field(
+        default=2.0,
+        gt=0,
+        description="Generator calls started per second on the paid queue across the whole deployment: Temporal's "
+        "server enforces it (the worker's max_task_queue_activities_per_second). A retried call counts again.",
+    )
+    paid_concurrency: int = Field(
+        default=4,
+        ge=1,
+        description="Generator calls one worker process runs at once (its max_concurrent_activities on the paid "
+        "queue); a call holds its slot while its task runs. N processes run N times this.",
+    )
+
+
 class DashScopeSettings(PopconSettings):
     """The DashScope (Alibaba Cloud Model Studio) generator; read only when a set uses it (see docs/dashscope.md).
 
@@ -41,3 +63,10 @@ class DashScopeSettings(PopconSettings):
     )
     dashscope_image_timeout_s: float = Field(default=300.0, gt=0, description="How long one image call waits.")
     dashscope_clip_timeout_s: float = Field(default=900.0, gt=0, description="How long one clip call waits.")
+    dashscope_throttle_wait_s: float = Field(
+        default=180.0,
+        ge=0,
+        description="How long one call waits in all, backing off, while the service answers it 429 / Throttling "
+        "before it fails as throttled (then the workflow's retry policy waits); with the task timeouts it stays "
+        "below the activities' start-to-close timeouts (10 min images, 30 min clips).",
+    )

@@ -74,6 +74,7 @@ from gpu_activity_worker.slots import GpuGate
 from gpu_activity_worker.worker import build_gpu_worker
 from starter.client import EmojiSetClient
 from testkit.servers import start_throwaway_server
+from testkit.stack import standin_paid_queue
 from workflows.contract import ActivityName, EmojiSetInput, GenerateClipInput, GenerateStartFrameInput, ReviewPolicy
 
 ACTIONS = ("wave", "laugh", "heart", "cry")
@@ -332,7 +333,11 @@ async def measure(config: Config) -> Measured:
     with tempfile.TemporaryDirectory() as root:
         store = FileArtifactStore(Path(root))
         orchestration, production = build_worker(
-            Client(**orchestration_config), OrchestrationSettings(_env_file=None), store, generators=generators
+            Client(**orchestration_config),
+            OrchestrationSettings(_env_file=None),
+            store,
+            generators=generators,
+            paid=standin_paid_queue(),
         )
         gpu_settings = GpuWorkerSettings(_env_file=None, gpu_concurrency=config.capacity, gpu_prefetch=config.capacity)
         gpu, matting = build_gpu_worker(env.client, gpu_settings, store, steps=sleep_steps())

@@ -52,6 +52,7 @@ from gpu_activity_worker.settings import GpuWorkerSettings
 from gpu_activity_worker.worker import build_gpu_worker
 from starter.client import EmojiSetClient
 from testkit.servers import start_throwaway_server
+from testkit.stack import standin_paid_queue
 from workflows.contract import (
     GPU_TASK_QUEUE,
     ActivityName,
@@ -272,7 +273,9 @@ async def main(latency_s: float, capacities: list[int], repeat: int, floor: bool
         artifact_root = Path(tmp).as_uri()
         settings = OrchestrationSettings(_env_file=None, orchestration_activity_concurrency=8)
         env = await start_throwaway_server()
-        orchestration, generation = build_worker(env.client, settings, FileArtifactStore(Path(tmp)))
+        orchestration, generation = build_worker(
+            env.client, settings, FileArtifactStore(Path(tmp)), paid=standin_paid_queue()
+        )
         async with orchestration:
             rows = [
                 await _measure(env.client, artifact_root, config, latency_ms, repeat, Path(tmp) / "gpu-worker.log")

@@ -2,9 +2,10 @@
 
 benchmarks/load.py finds the orchestration worker's Python threads filling one core; this says which activities
 spend it. The real orchestration worker (:func:`activities.worker.build_worker`) runs in this process with one
-activity at a time (``orchestration_activity_concurrency`` 1), and a worker interceptor reads the process's CPU time
-(every thread) around each activity: with one activity at a time the difference is that activity's, plus whatever
-workflow task ran meanwhile (little: the workflow code is light). The dev server is a throwaway one; the GPU worker
+activity at a time (``orchestration_activity_concurrency`` 1, 1 on the paid queue of the generator calls, and the
+interceptor lets one of the two run at a time), and a worker interceptor reads the process's CPU time (every thread)
+around each activity: with one activity at a time the difference is that activity's, plus whatever workflow task ran
+meanwhile (little: the workflow code is light). The dev server is a throwaway one; the GPU worker
 (benchmarks/load_gpu_worker.py, ``sleep:0``) runs in its own process, so its CPU is not counted. After a warm-up set
 (first calls), ``--repeat`` sets are measured one after another; it prints per type the count, CPU seconds per set
 and per activity, and their share of the process's CPU over the sets, and what is left outside activities
@@ -39,19 +40,27 @@ from core.artifacts import FileArtifactStore
 from core.settings import PROJECT_DIR
 from starter.client import EmojiSetClient
 from testkit.servers import start_throwaway_server
+from testkit.stack import standin_paid_queue
 
 
 class _Timed(temporal_worker.ActivityInboundInterceptor):
-    def __init__(self, next: temporal_worker.ActivityInboundInterceptor, spent: dict[str, list[float]]) -> None:
+    def __init__(
+        self, next: temporal_worker.ActivityInboundInterceptor, spent: dict[str, list[float]], turn: asyncio.Lock
+    ) -> None:
         super().__init__(next)
         self._spent = spent
+        self._turn = turn
 
     async def execute_activity(self, input: temporal_worker.ExecuteActivityInput) -> Any:
-        began = time.process_time()
-        try:
-            return await self.next.execute_activity(input)
-        finally:
-            self._spent[activity.info().activity_type].append(time.process_time() - began)
+        while self._turn.locked():  # the other queue's worker is running one: wait, heartbeating meanwhile
+            activity.heartbeat()
+            await asyncio.sleep(0.05)
+        async with self._turn:
+            began = time.process_time()
+            try:
+                return await self.next.execute_activity(input)
+            finally:
+                self._spent[activity.info().activity_type].append(time.process_time() - began)
 
 
 class CpuPerActivity(temporal_client.Interceptor, temporal_worker.Interceptor):
@@ -60,11 +69,13 @@ class CpuPerActivity(temporal_client.Interceptor, temporal_worker.Interceptor):
 
     def __init__(self) -> None:
         self.spent: dict[str, list[float]] = defaultdict(list)
+        self.turn = asyncio.Lock()
+        """One activity at a time across both workers (the orchestration queue's and the paid queue's)."""
 
     def intercept_activity(
         self, next: temporal_worker.ActivityInboundInterceptor
     ) -> temporal_worker.ActivityInboundInterceptor:
-        return _Timed(next, self.spent)
+        return _Timed(next, self.spent, self.turn)
 
 
 async def main(config: Config, repeat: int) -> None:
@@ -82,7 +93,9 @@ async def main(config: Config, repeat: int) -> None:
             cwd=tmp,
         )
         settings = OrchestrationSettings(_env_file=None, orchestration_activity_concurrency=1)
-        worker, production = build_worker(client, settings, FileArtifactStore(Path(tmp) / "artifacts"))
+        worker, production = build_worker(
+            client, settings, FileArtifactStore(Path(tmp) / "artifacts"), paid=standin_paid_queue(concurrency=1)
+        )
         sets = EmojiSetClient(client)
         try:
             async with worker:

@@ -50,6 +50,7 @@ from gpu_activity_worker.runpod.settings import RunPodSettings
 from testkit.runpod_standin import EndpointConfig, RunPodStandIn
 from testkit.s3 import S3_KEYS, s3_server
 from testkit.servers import start_throwaway_server
+from testkit.stack import standin_paid_queue
 
 HANDLER_COMMAND = (
     sys.executable,
@@ -262,6 +263,7 @@ async def main(
             env.client,
             OrchestrationSettings(_env_file=None, orchestration_activity_concurrency=8),
             open_store(artifacts),
+            paid=standin_paid_queue(),
         )
         async with orchestration:
             runs = [run for workers in worker_counts for run in await warm_runs(bench, workers)]

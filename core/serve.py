@@ -1,4 +1,4 @@
-"""Run a Temporal worker until SIGTERM / SIGINT, then shut it down gracefully."""
+"""Run a Temporal worker (or a process's workers together) until SIGTERM / SIGINT, then shut it down gracefully."""
 
 from __future__ import annotations
 
@@ -6,14 +6,21 @@ import asyncio
 import logging
 import signal
 from collections.abc import Callable, Coroutine
-from typing import Any
-
-from temporalio.worker import Worker
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
 
-async def serve_until_signalled(worker: Worker, started: Callable[[], Coroutine[Any, Any, None]] | None = None) -> None:
+class Served(AbstractAsyncContextManager[Any], Protocol):
+    """A Temporal worker, or several run as one (``activities.worker.OrchestrationWorkers``): it polls inside
+    ``async with`` and stops gracefully on leaving it."""
+
+    @property
+    def task_queue(self) -> str: ...
+
+
+async def serve_until_signalled(worker: Served, started: Callable[[], Coroutine[Any, Any, None]] | None = None) -> None:
     """Run ``worker``; on SIGTERM or SIGINT stop polling, let running activities finish (up to the worker's
     graceful shutdown timeout) and return. ``started`` runs beside the worker once it polls (e.g. to make its build
     current); it is cancelled at the stop if it has not finished."""

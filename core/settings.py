@@ -12,10 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from core.redact import RegisteredSecret
+from workflows.contract import Budget, PriceTable
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_DATA_DIR = PROJECT_DIR / ".popcon"
@@ -86,3 +87,67 @@ class ObservabilitySettings(PopconSettings):
 
     log_level: str = "INFO"
     metrics_bind: str = Field(default="", description="host:port for Prometheus /metrics; empty = off.")
+
+
+class FairnessSettings(PopconSettings):
+    """How the task queues share out among owners: the client that starts sets."""
+
+    fairness_weights: dict[str, float] = Field(
+        default_factory=dict,
+        description='JSON, e.g. {"pro": 3}: a tier\'s weight (its owners get that many shares of a queue); a tier not '
+        "listed weighs 1.",
+    )
+
+    @field_validator("fairness_weights")
+    @classmethod
+    def _positive(cls, weights: dict[str, float]) -> dict[str, float]:
+        bad = sorted(tier for tier, weight in weights.items() if not 0 < weight <= 1000)
+        if bad:
+            raise ValueError(f"fairness weights are above 0 and at most 1000; not so for {bad}")
+        return weights
+
+
+class CostSettings(PopconSettings):
+    """What sets cost and may spend: the orchestration worker tells every new set (``describe_deployment``); the
+    client checks a budget against them before it starts one."""
+
+    prices: PriceTable = Field(
+        default_factory=PriceTable,
+        description='JSON, e.g. {"currency": "USD", "models": {"wan2.6-i2v-flash": {"per_video_second": 0.05}}, '
+        '"per_gpu_second": 0.0004}: your contract\'s prices; a model not in it is counted but not priced.',
+    )
+    budget_paid_calls: int | None = Field(default=None, ge=1, description="Default budget of a set that has none.")
+    budget_cost: float | None = Field(default=None, gt=0, description="Default budget of a set that has none.")
+
+    def default_budget(self) -> Budget | None:
+        if self.budget_paid_calls is None and self.budget_cost is None:
+            return None
+        return Budget(paid_calls=self.budget_paid_calls, cost=self.budget_cost)
+
+
+MIN_WEBHOOK_SECRET = 16
+"""A shorter secret is refused: it would be guessable, and too short for the log scrubber to register."""
+
+
+class WebhookSettings(PopconSettings):
+    """Where sets' events go and how they are signed: the orchestration worker (which delivers them) and the client
+    (which checks a set's webhook before it starts it)."""
+
+    webhook_url: str = Field(default="", description="Every set's events go here unless the set names its own.")
+    webhook_secrets: dict[str, RegisteredSecret] = Field(
+        default_factory=dict,
+        description='JSON, e.g. {"default": "..."}: the secrets events are signed with, by name (never logged); '
+        "16 characters at least.",
+    )
+    webhook_allow_private: bool = Field(
+        default=False, description="Allow webhooks on private, loopback and link-local addresses (a closed network)."
+    )
+    webhook_timeout_s: float = Field(default=10.0, gt=0, le=120, description="How long one delivery attempt waits.")
+
+    @field_validator("webhook_secrets")
+    @classmethod
+    def _long_enough(cls, secrets: dict[str, SecretStr]) -> dict[str, SecretStr]:
+        short = sorted(name for name, secret in secrets.items() if len(secret.get_secret_value()) < MIN_WEBHOOK_SECRET)
+        if short:
+            raise ValueError(f"webhook secrets of {MIN_WEBHOOK_SECRET} characters at least; too short: {short}")
+        return secrets

@@ -70,20 +70,26 @@ def _log_late_failure(job: Future[Any]) -> None:
 
 @dataclass
 class _GpuTurn:
-    """One slot's turn on the GPU: whether it is called off, how long it waited, and whether it got it."""
+    """One slot's turn on the GPU: whether it is called off, how long it waited, whether it got it and how long it
+    held it (the set's ledger counts that, not the time spent reading, waiting or storing)."""
 
     gate: GpuGate
     cancelled: threading.Event = field(default_factory=threading.Event)
     waited_s: float = 0.0
+    held_s: float = 0.0
     taken: bool = False
 
     @contextlib.contextmanager
     def hold(self) -> Iterator[None]:
         asked = time.perf_counter()
         with self.gate.slot(self.cancelled):
-            self.waited_s = time.perf_counter() - asked
+            got = time.perf_counter()
+            self.waited_s = got - asked
             self.taken = True
-            yield
+            try:
+                yield
+            finally:
+                self.held_s += time.perf_counter() - got
 
 
 class MattingActivities:
@@ -192,7 +198,7 @@ class MattingActivities:
                 "gpu_wait_ms": round(turn.waited_s * 1000, 1),
             },
         )
-        return output
+        return output.model_copy(update={"gpu_seconds": round(turn.held_s, 4)})
 
     @activity.defn(name=ActivityName.REFINE_MATTE)
     async def refine_matte(self, request: RefineMatteInput) -> RefineMatteOutput:
@@ -218,7 +224,7 @@ class MattingActivities:
                 "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
             },
         )
-        return output
+        return output.model_copy(update={"gpu_seconds": round(turn.held_s, 4)})
 
     @activity.defn(name=ActivityName.STABILISE_EMOJI)
     async def stabilise_emoji(self, request: StabiliseEmojiInput) -> StabiliseEmojiOutput:
@@ -242,4 +248,4 @@ class MattingActivities:
                 "elapsed_ms": round(output.elapsed_ms, 1),
             },
         )
-        return output
+        return output.model_copy(update={"gpu_seconds": round(turn.held_s, 4) if turn is not None else 0.0})

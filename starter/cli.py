@@ -30,6 +30,7 @@ from starter.download import download_packages, download_result
 from starter.runpod_cli import app as runpod_app
 from starter.watch import watch_until
 from workflows.contract import (
+    Budget,
     CustomAction,
     DeadlinePolicy,
     DropActionInput,
@@ -48,8 +49,10 @@ from workflows.contract import (
     ReviewPolicy,
     StagePolicy,
     UndoRefineInput,
+    Webhook,
 )
 from workflows.presets import DEFAULT_ACTIONS, PRESETS
+from workflows.progress import cost_line
 
 app = typer.Typer(help="popcon emoji pipeline: start and steer emoji sets on Temporal.", no_args_is_help=True)
 dev_app = typer.Typer(help="The embedded local stack (Temporal dev server + both workers).", no_args_is_help=True)
@@ -143,6 +146,16 @@ def start(
             f"{', '.join(t.value for t in _default('export_targets'))}).",
         ),
     ] = None,
+    budget_calls: Annotated[
+        int | None, typer.Option(help="The most paid generator calls the set may make (default: the deployment's).")
+    ] = None,
+    budget_cost: Annotated[
+        float | None, typer.Option(help="The most the set may cost, in the price table's currency.")
+    ] = None,
+    webhook: Annotated[
+        str | None, typer.Option(help="Where the set's signed events go (default: the deployment's webhook).")
+    ] = None,
+    webhook_secret: Annotated[str, typer.Option(help="The name of its secret in POPCON_WEBHOOK_SECRETS.")] = "default",
     set_id: Annotated[str | None, typer.Option(help="Choose the set id (idempotent start).")] = None,
     watch: Annotated[bool, typer.Option(help="Show progress until the set waits for a person or ends.")] = False,
 ) -> None:
@@ -173,6 +186,10 @@ def start(
                 on_deadline=on_deadline,
             ),
             export_targets=list(target or _default("export_targets")),
+            budget=None
+            if budget_calls is None and budget_cost is None
+            else Budget(paid_calls=budget_calls, cost=budget_cost),
+            webhook=Webhook(url=webhook, secret=webhook_secret) if webhook else None,
         )
         started = await client.start(request, set_id=set_id)
         console.print(f"started [bold]{started}[/bold]\n{client.web_ui_url(started)}")
@@ -205,6 +222,8 @@ def state(set_id: SetId, as_json: Annotated[bool, typer.Option("--json")] = Fals
             console.print(f"[yellow]cancelled{by}: {escape(current.cancel_reason)}[/yellow]")
         if current.notice:
             console.print(f"[yellow]{current.notice}[/yellow]")
+        if current.terms is not None:
+            console.print(f"cost: {escape(cost_line(current))}")
         actions = Table("emoji", "stage", "start frames (pick)", "takes", "error")
         for item in current.actions:
             takes = " ".join(f"{t.index}:{t.status.value}" for t in item.takes)

@@ -14,18 +14,20 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hashlib
 import re
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import ParamSpec, TypeVar, cast
+from typing import Any, ParamSpec, TypeVar, cast
 from urllib.parse import quote
 
 from temporalio.client import (
     Client,
+    WithStartWorkflowOperation,
     WorkflowExecutionStatus,
     WorkflowHandle,
     WorkflowQueryFailedError,
@@ -38,15 +40,17 @@ from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
     WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
 )
-from temporalio.exceptions import FailureError
+from temporalio.exceptions import FailureError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.workflow import UpdateMethodMultiParam
 
 from activities.uploads import UploadError, check_upload
 from core.artifacts import ArtifactStore, open_store
 from core.connection import connect, sending_set_fields
-from core.settings import ArtifactSettings, TemporalSettings
+from core.settings import ArtifactSettings, FairnessSettings, TemporalSettings, WebhookSettings
+from core.webhooks import destination_problem
 from workflows import keys
 from workflows import search_attributes as sa
 from workflows.contract import (
@@ -115,6 +119,10 @@ class UploadRefused(EmojiSetError):
     """The uploaded character picture cannot be used; nothing was stored or started."""
 
 
+class StartRefused(EmojiSetError):
+    """The set's webhook or budget cannot be used (the message says why); nothing was started."""
+
+
 @dataclass(frozen=True)
 class SetSummary:
     """One set as listed from the visibility store (no workflow query needed)."""
@@ -141,20 +149,35 @@ class EmojiSetClient:
     """Start, steer and read emoji sets. Thin and typed over a Temporal client."""
 
     def __init__(
-        self, client: Client, *, store: ArtifactStore | None = None, ui_url: str = "http://localhost:8233"
+        self,
+        client: Client,
+        *,
+        store: ArtifactStore | None = None,
+        ui_url: str = "http://localhost:8233",
+        webhooks: WebhookSettings | None = None,
+        fairness_weights: Mapping[str, float] | None = None,
     ) -> None:
         self.temporal = client
         self._store = store
         self._ui_url = ui_url.rstrip("/")
+        self._webhooks = webhooks
+        self._weights = dict(fairness_weights or {})
 
     @classmethod
     async def connect(
         cls, settings: TemporalSettings | None = None, artifacts: ArtifactSettings | None = None
     ) -> EmojiSetClient:
-        """Connect to Temporal, and open the artifact store uploads go to (the workers' store)."""
+        """Connect to Temporal, and open the artifact store uploads go to (the workers' store); read the
+        deployment's webhook settings, which a set's webhook is checked against before it starts."""
         settings = settings or TemporalSettings()
         store = open_store(artifacts or ArtifactSettings())
-        return cls(await connect(settings), store=store, ui_url=settings.temporal_ui_url)
+        return cls(
+            await connect(settings),
+            store=store,
+            ui_url=settings.temporal_ui_url,
+            webhooks=WebhookSettings(),
+            fairness_weights=FairnessSettings().fairness_weights,
+        )
 
     @functools.cached_property
     def _requests(self) -> Client:
@@ -182,34 +205,67 @@ class EmojiSetClient:
         return f"{self._ui_url}/namespaces/{quote(self.temporal.namespace)}/workflows/{quote(set_id, safe='')}"
 
     async def start(self, request: EmojiSetInput, *, set_id: str | None = None) -> str:
-        """Start a set and return its id. Starting again with the same ``set_id`` returns the running set.
+        """Start a set and return its id. Starting again with the same ``set_id`` starts nothing: a set id names one
+        set, running or ended (its events and files are keyed by it).
 
         The set's owner is its fairness key on the task queues: one owner's batch of sets does not hold back
         another owner's set (see docs/architecture.md, "Fair queues per owner").
+
+        Raises:
+            StartRefused: Its webhook cannot be used (:meth:`check_request`); nothing was started.
         """
         set_id = set_id or new_set_id(request.character_prompt or "uploaded character")
-        await self._requests.start_workflow(
-            EmojiSetWorkflow.run,
-            request,
-            id=set_id,
-            task_queue=ORCHESTRATION_TASK_QUEUE,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            search_attributes=TypedSearchAttributes(
-                [
-                    SearchAttributePair(sa.PHASE, Phase.CHARACTER.value),
-                    SearchAttributePair(sa.FRAMES_DONE, 0),
-                    SearchAttributePair(sa.FRAMES_TOTAL, len(request.action_names()) * request.frames_per_emoji),
-                    SearchAttributePair(sa.OWNER, request.owner),
-                    SearchAttributePair(sa.AWAITING, []),
-                ]
-            ),
-            static_summary=f"Emoji set: {_title(request)[:120]}",
-            static_details=_static_details(request),
-            # Inherited by every activity of the set (and kept across continue-as-new): each owner gets a fair
-            # share of both queues, whatever another owner queued.
-            priority=Priority(fairness_key=fairness_key(request.owner), priority_key=PRODUCTION_PRIORITY),
-        )
+        await self.check_request(request)
+        with contextlib.suppress(WorkflowAlreadyStartedError):  # the set has ended: its id is not used again
+            await self._requests.start_workflow(
+                EmojiSetWorkflow.run, request, **_start_options(request, set_id, self._weights)
+            )
         return set_id
+
+    async def start_or_attach(self, request: EmojiSetInput, *, set_id: str) -> EmojiSetState:
+        """Start the set ``set_id`` unless it exists, in one call (update-with-start), and return its state: a
+        backend that retries after a lost answer attaches to the set its first call started (ended or not).
+
+        Raises:
+            StartRefused: As for :meth:`start`.
+        """
+        await self.check_request(request)
+        start = WithStartWorkflowOperation(
+            EmojiSetWorkflow.run, request, **_start_options(request, set_id, self._weights)
+        )
+        with contextlib.suppress(WorkflowAlreadyStartedError):  # the set has ended: its state is still read
+            try:
+                await self._update(
+                    self._requests.execute_update_with_start_workflow(
+                        EmojiSetWorkflow.attach, start_workflow_operation=start
+                    )
+                )
+            except MessageRejected as refused:
+                if "expected but not found" not in str(refused):
+                    raise  # else a set of a build without the update: attached all the same
+        return await self.state(set_id)
+
+    async def check_request(self, request: EmojiSetInput) -> None:
+        """Check the set's webhook against the deployment as this client knows it (its ``POPCON_WEBHOOK_*``): an
+        address that resolves and is not private unless allowed, a secret that is configured. The workers check
+        again at start, with a budget in money against their prices, before any paid call (their settings have the
+        last word); a budget in paid calls too small for the set is refused by the request itself.
+
+        Raises:
+            StartRefused: The message says what to change.
+        """
+        webhooks = self._webhooks
+        if request.webhook is not None and webhooks is not None:
+            if webhooks.webhook_secrets and request.webhook.secret not in webhooks.webhook_secrets:
+                raise StartRefused(
+                    f"the webhook secret {request.webhook.secret!r} is not configured: the deployment has "
+                    f"{sorted(webhooks.webhook_secrets)} (POPCON_WEBHOOK_SECRETS)"
+                )
+            problem = await asyncio.to_thread(
+                destination_problem, request.webhook.url, allow_private=webhooks.webhook_allow_private
+            )
+            if problem:
+                raise StartRefused(problem)
 
     async def state(self, set_id: str) -> EmojiSetState:
         """The live state: phase, frames, candidates with references and scores, picks.
@@ -513,6 +569,35 @@ def new_set_id(prompt: str) -> str:
 
 def _quote(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _start_options(request: EmojiSetInput, set_id: str, weights: Mapping[str, float]) -> dict[str, Any]:
+    """How a set's workflow is started: by start and by start-or-attach alike."""
+    return {
+        "id": set_id,
+        "task_queue": ORCHESTRATION_TASK_QUEUE,
+        "id_conflict_policy": WorkflowIDConflictPolicy.USE_EXISTING,
+        # A set id names one set for good: its events' idempotency keys and its files are keyed by it.
+        "id_reuse_policy": WorkflowIDReusePolicy.REJECT_DUPLICATE,
+        "search_attributes": TypedSearchAttributes(
+            [
+                SearchAttributePair(sa.PHASE, Phase.CHARACTER.value),
+                SearchAttributePair(sa.FRAMES_DONE, 0),
+                SearchAttributePair(sa.FRAMES_TOTAL, len(request.action_names()) * request.frames_per_emoji),
+                SearchAttributePair(sa.OWNER, request.owner),
+                SearchAttributePair(sa.AWAITING, []),
+            ]
+        ),
+        "static_summary": f"Emoji set: {_title(request)[:120]}",
+        "static_details": _static_details(request),
+        # Inherited by every activity of the set (and kept across continue-as-new): each owner gets a fair share of
+        # both queues, whatever another owner queued.
+        "priority": Priority(
+            fairness_key=fairness_key(request.owner, request.tier),
+            fairness_weight=weights.get(request.tier, 1.0) if request.tier else None,
+            priority_key=PRODUCTION_PRIORITY,
+        ),
+    }
 
 
 def _title(request: EmojiSetInput) -> str:

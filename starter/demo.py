@@ -25,6 +25,7 @@ from starter.devstack import DevStack, DevStackSettings
 from starter.download import download_result
 from starter.watch import watch_until
 from workflows.contract import EmojiSetInput, FrameState, Phase, PickCandidateInput
+from workflows.progress import cost_line
 
 DEMO_PROMPT = "a round orange cat with a blue scarf"
 DEMO_NEIGHBOURS = 1
@@ -162,5 +163,6 @@ async def run_demo(
     for package in result.packages:
         largest = max(file.file.size_bytes for file in package.files if file.emoji)
         console.print(f"{package.target.value} package: {len(package.files)} files, largest emoji {largest:,} bytes")
+    console.print(f"cost: {cost_line(await client.state(set_id))}")
     console.print(f"[green]done[/green]: {len(result.emojis)} emoji in {out}\nWeb UI: {client.web_ui_url(set_id)}")
     return out

@@ -16,8 +16,18 @@ Real HTTP servers on 127.0.0.1 (ephemeral ports) that answer like the documented
 
 Errors are ``{"code", "message", "request_id"}`` with the HTTP status; a wrong key answers 401 ``InvalidApiKey``,
 quoting the key it was given when ``quote_refused_key`` is set (as the service may). Every request is recorded (so
-tests count the submissions). Failures are scripted: :meth:`FakeDashScope.script_error` (e.g. refused or throttled
-submits, with headers such as ``Retry-After``), :meth:`FakeDashScope.script_not_json` (an HTML error page, or any
+tests count the submissions), and every submit in :attr:`FakeDashScope.submit_log` with its monotonic time, model,
+what it asks for and how it was answered (benchmarks count from it).
+
+``submits_per_second`` limits submits as DashScope's per-second limits do (one limit for every submit: the strictest
+case, all roles calling one model): a token bucket of that rate holding at most ``max(1, rate)`` submits; a submit
+past it answers ``429`` ``Throttling.RateQuota`` "Requests rate limit exceeded, please try again later." with
+``Retry-After`` (whole seconds until a submit would pass) and creates no task. :meth:`FakeDashScope.hold` makes the
+requests to an endpoint wait until :meth:`FakeDashScope.release` (a test catches the generator between two steps);
+:meth:`FakeDashScope.lose_answers` creates a task and closes the connection without answering (a lost answer).
+
+Failures are scripted: :meth:`FakeDashScope.script_error` (e.g. refused or throttled submits, with headers such as
+``Retry-After``), :meth:`FakeDashScope.script_not_json` (an HTML error page, or any
 other body that is not JSON), :meth:`FakeDashScope.script_answer` (JSON without the fields the docs promise), and per
 task :meth:`FakeDashScope.script_task` with a :class:`TaskScript` (ends FAILED, never finishes, results expired,
 downloads cut short: the full ``Content-Length`` is announced and half the body sent, succeeds without result URLs,
@@ -31,8 +41,10 @@ import binascii
 import functools
 import io
 import json
+import math
 import re
 import threading
+import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
@@ -55,6 +67,8 @@ SIZE_PATTERN = re.compile(r"^(\d+)\*(\d+)$")
 DATA_URI = re.compile(r"^data:(image/(?:png|jpeg|jpg|bmp|webp));base64,(.+)$", re.DOTALL)
 MAX_INPUT_BYTES = 10_000_000
 CLIP_EDGE, CLIP_FRAMES, CLIP_FPS = 96, 12, 12
+RATE_QUOTA_MESSAGE = "Requests rate limit exceeded, please try again later."
+NOT_JSON_MESSAGE = "the request body must be JSON (Content-Type: application/json)"
 
 Kind = Literal["text2image", "image2image", "video"]
 Endpoint = Literal["submit", "task"]
@@ -83,6 +97,10 @@ class Reply:
     headers: dict[str, str]
     body: bytes
     content_length: int | None = None
+
+
+LOST = Reply(0, {}, b"")
+"""No answer: the connection is closed once the request was read (a reset after the request was sent)."""
 
 
 def seed_colour(seed: int) -> tuple[int, int, int]:
@@ -122,6 +140,52 @@ class RecordedRequest:
     body: Any
 
 
+SubmitOutcome = Literal["accepted", "throttled", "refused"]
+
+
+@dataclass(frozen=True)
+class SubmitRecord:
+    """One submit as the stand-in answered it.
+
+    Attributes:
+        at: When it arrived, ``time.monotonic()`` of this process.
+        kind: The endpoint: text-to-image, image edit or image-to-video.
+        model: ``model`` of the body ("" without one).
+        outcome: ``accepted`` (a task was created), ``throttled`` (429 past ``submits_per_second``) or ``refused``
+            (any other error answer, scripted ones included).
+        images: ``parameters.n`` of an accepted image task (0 otherwise).
+        seconds: ``parameters.duration`` of an accepted video task (the default 5 when not sent; 0 otherwise).
+        task_id: The task created, if accepted.
+    """
+
+    at: float
+    kind: Kind
+    model: str
+    outcome: SubmitOutcome
+    images: int = 0
+    seconds: int = 0
+    task_id: str | None = None
+
+
+class TokenBucket:
+    """DashScope-like requests-per-second limit: ``rate`` tokens a second, holding at most ``max(1, rate)``."""
+
+    def __init__(self, rate: float, now: float | None = None) -> None:
+        self.rate = rate
+        self.capacity = max(1.0, rate)
+        self._tokens = self.capacity
+        self._at = time.monotonic() if now is None else now
+
+    def take(self, now: float) -> float | None:
+        """Take a token at ``now``: ``None`` if one was there, else the seconds until one will be."""
+        self._tokens = min(self.capacity, self._tokens + (now - self._at) * self.rate)
+        self._at = now
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return None
+        return (1.0 - self._tokens) / self.rate
+
+
 @dataclass(frozen=True)
 class TaskScript:
     """How one task misbehaves; :meth:`FakeDashScope.script_task` queues it for the next task submitted.
@@ -158,6 +222,8 @@ class FakeTask:
     n: int
     seed: int
     script: TaskScript
+    seconds: int = 0
+    """A video task's ``parameters.duration`` (5 when not sent), what its usage answers and DashScope bills."""
     polls: int = 0
     downloads: int = 0
     cut_short_left: int = 0
@@ -171,6 +237,7 @@ class FakeDashScope:
         pending_polls: Polls answered PENDING before a task runs.
         running_polls: Polls answered RUNNING before a task ends.
         quote_refused_key: A wrong key's 401 quotes the key given (``Invalid API-key provided: <key>``).
+        submits_per_second: Throttle submits past this rate (see the module's docstring); ``None``: no limit.
     """
 
     def __init__(
@@ -180,16 +247,24 @@ class FakeDashScope:
         pending_polls: int = 1,
         running_polls: int = 1,
         quote_refused_key: bool = False,
+        submits_per_second: float | None = None,
     ):
         self.api_key = api_key
         self.quote_refused_key = quote_refused_key
         self.pending_polls = pending_polls
         self.running_polls = running_polls
         self.requests: list[RecordedRequest] = []
+        self.submit_log: list[SubmitRecord] = []
         self.tasks: dict[str, FakeTask] = {}
+        self._bucket = None if submits_per_second is None else TokenBucket(submits_per_second)
         self._answers: dict[Endpoint, deque[Reply]] = {"submit": deque(), "task": deque()}
         self._task_scripts: deque[TaskScript] = deque()
+        self._answers_to_lose = 0
         self._lock = threading.Lock()
+        self._gates: dict[Endpoint, threading.Event] = {"submit": threading.Event(), "task": threading.Event()}
+        for gate in self._gates.values():
+            gate.set()
+        self._waiting: dict[Endpoint, int] = {"submit": 0, "task": 0}
         self._api = _Server(self)
         self._results = _Server(self)
         self._threads = [
@@ -215,6 +290,8 @@ class FakeDashScope:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
+        for gate in self._gates.values():
+            gate.set()
         for server in (self._api, self._results):
             server.shutdown()
             server.server_close()
@@ -263,6 +340,25 @@ class FakeDashScope:
         with self._lock:
             self._task_scripts.append(script)
 
+    def lose_answers(self, times: int = 1) -> None:
+        """The next ``times`` submits that create a task close the connection instead of answering (the task exists,
+        the caller never learns its id)."""
+        with self._lock:
+            self._answers_to_lose += times
+
+    def hold(self, endpoint: Endpoint) -> None:
+        """Make requests to ``endpoint`` wait, unanswered, until :meth:`release` (or the stand-in stops)."""
+        self._gates[endpoint].clear()
+
+    def release(self, endpoint: Endpoint) -> None:
+        """Answer the requests held at ``endpoint``, and the next ones at once."""
+        self._gates[endpoint].set()
+
+    def waiting(self, endpoint: Endpoint) -> int:
+        """How many requests to ``endpoint`` are held now."""
+        with self._lock:
+            return self._waiting[endpoint]
+
     def forget_tasks(self) -> None:
         """Expire every task, as the service does after 24 hours: their ids answer UNKNOWN, their URLs 404."""
         with self._lock:
@@ -290,6 +386,7 @@ class FakeDashScope:
     def handle(self, server: _Server, method: str, target: str, headers: dict[str, str], raw_body: bytes) -> Reply:
         """Answer one request (called by the HTTP handler threads)."""
         path = target.split("?", 1)[0]
+        self._pass_gate(server, method, path)
         with self._lock:
             body = _parse_json(raw_body)
             self.requests.append(RecordedRequest(method, path, headers, body))
@@ -303,6 +400,21 @@ class FakeDashScope:
                 return self._poll(headers, path.removeprefix(TASKS_PREFIX))
             return _error(404, "InvalidURL", "Invalid URL provided in your request.")
 
+    def _pass_gate(self, server: _Server, method: str, path: str) -> None:
+        """Wait while the endpoint of this request is held."""
+        if server is not self._api:
+            return
+        endpoint: Endpoint | None = (
+            "submit" if method == "POST" and path in SUBMIT_PATHS else "task" if path.startswith(TASKS_PREFIX) else None
+        )
+        if endpoint is None or self._gates[endpoint].is_set():
+            return
+        with self._lock:
+            self._waiting[endpoint] += 1
+        self._gates[endpoint].wait()
+        with self._lock:
+            self._waiting[endpoint] -= 1
+
     def _scripted(self, endpoint: Endpoint) -> Reply | None:
         return self._answers[endpoint].popleft() if self._answers[endpoint] else None
 
@@ -314,20 +426,49 @@ class FakeDashScope:
         return _error(401, "InvalidApiKey", f"Invalid API-key provided{quoted}")
 
     def _submit(self, kind: Kind, headers: dict[str, str], body: Any) -> Reply:
+        now = time.monotonic()
+        model = str(body.get("model") or "") if isinstance(body, dict) else ""
+        reply, task = self._created(kind, headers, body, now)
+        if task is not None:
+            video = task.kind == "video"
+            record = SubmitRecord(
+                now,
+                kind,
+                model,
+                "accepted",
+                images=0 if video else task.n,
+                seconds=task.seconds,
+                task_id=task.task_id,
+            )
+        else:
+            record = SubmitRecord(now, kind, model, "throttled" if reply.status == 429 else "refused")
+        self.submit_log.append(record)
+        return reply
+
+    def _created(self, kind: Kind, headers: dict[str, str], body: Any, now: float) -> tuple[Reply, FakeTask | None]:
         refused = self._scripted("submit") or self._unauthorized(headers)
         if refused:
-            return refused
+            return refused, None
         if headers.get("x-dashscope-async") != "enable":
-            return _error(403, "AccessDenied", "current user api does not support synchronous calls")
+            return _error(403, "AccessDenied", "current user api does not support synchronous calls"), None
         if headers.get("content-type", "").split(";")[0].strip() != "application/json" or body is None:
-            return _error(400, "InvalidParameter", "the request body must be JSON (Content-Type: application/json)")
+            return _error(400, "InvalidParameter", NOT_JSON_MESSAGE), None
+        if self._bucket is not None:
+            wait_s = self._bucket.take(now)
+            if wait_s is not None:
+                retry_after = {"Retry-After": str(max(1, math.ceil(wait_s)))}
+                return _error(429, "Throttling.RateQuota", RATE_QUOTA_MESSAGE, retry_after), None
         task = _validated_task(kind, body)
         if isinstance(task, tuple):
-            return _error(400, *task)
+            return _error(400, *task), None
         script = self._task_scripts.popleft() if self._task_scripts else TaskScript()
         task.script, task.cut_short_left = script, script.cut_short
         self.tasks[task.task_id] = task
-        return _json(200, {"output": {"task_status": "PENDING", "task_id": task.task_id}, "request_id": _request_id()})
+        if self._answers_to_lose > 0:
+            self._answers_to_lose -= 1
+            return LOST, task
+        answer = {"output": {"task_status": "PENDING", "task_id": task.task_id}, "request_id": _request_id()}
+        return _json(200, answer), task
 
     def _poll(self, headers: dict[str, str], task_id: str) -> Reply:
         refused = self._scripted("task") or self._unauthorized(headers)
@@ -354,7 +495,7 @@ class FakeDashScope:
         if task.kind == "video":
             url = f"{self.results_origin}{RESULTS_PREFIX}{task_id}/video.mp4{signature}"
             succeeded = {**output, "task_status": "SUCCEEDED", "orig_prompt": task.prompt, "video_url": url}
-            usage = {"duration": 5, "video_count": 1}
+            usage = {"duration": task.seconds, "video_count": 1}
             return _json(200, {"request_id": _request_id(), "output": succeeded, "usage": usage})
         results: list[dict[str, str]] = []
         for index in range(task.n):
@@ -414,6 +555,9 @@ class _Handler(BaseHTTPRequestHandler):
         raw_body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         headers = {name.lower(): value for name, value in self.headers.items()}
         reply = self.server.fake.handle(self.server, method, self.path, headers, raw_body)
+        if reply is LOST:
+            self.close_connection = True
+            return
         self.send_response(reply.status)
         for name, value in reply.headers.items():
             self.send_header(name, value)
@@ -488,7 +632,9 @@ def _validated_video(
         return "InvalidParameter", f"duration must be one of {sorted(durations)} for {model}."
     if parameters.get("resolution", sorted(resolutions)[-1]) not in resolutions:
         return "InvalidParameter", f"resolution must be one of {sorted(resolutions)} for {model}."
-    return FakeTask(str(uuid.uuid4()), "video", model, prompt_input["prompt"], 0, 0, 1, seed, TaskScript())
+    return FakeTask(
+        str(uuid.uuid4()), "video", model, prompt_input["prompt"], 0, 0, 1, seed, TaskScript(), seconds=duration
+    )
 
 
 def _image_problem(image: Any, min_edge: int, max_edge: int) -> str | None:

@@ -36,6 +36,7 @@ from temporalio.client import Client, WorkflowHistory, WorkflowUpdateStage
 from temporalio.testing import WorkflowEnvironment
 
 from activities.assemble import AssemblyActivities
+from activities.notify import EventDelivery
 from activities.platform_exports import PlatformExportActivities
 from activities.production import ProductionActivities
 from activities.worker import build_worker
@@ -52,12 +53,14 @@ from testkit.servers import (
     start_throwaway_server,
     start_time_skipping_server,
 )
-from testkit.stack import Stack, StackSettings, run_stack, wait_for_phase
+from testkit.stack import WEBHOOK_SECRET, Stack, StackSettings, run_stack, wait_for_phase
+from testkit.webhook_receiver import WebhookReceiver
 from workflows.contract import (
     EXPORT_WORKFLOW_TYPE,
     ORCHESTRATION_TASK_QUEUE,
     WORKFLOW_TYPE,
     ActionStage,
+    Budget,
     DropActionInput,
     EmojiSetInput,
     EmojiSetState,
@@ -75,16 +78,24 @@ from workflows.contract import (
     TakeStatus,
     TemporalMode,
     UndoRefineInput,
+    Webhook,
 )
+from workflows.deliver_event import DeliverEventWorkflow
 from workflows.emoji_set import EmojiSetWorkflow
 from workflows.export_set import ExportSetWorkflow
 
 CORPUS_DIR = PROJECT_DIR / "tests" / "workflows" / "histories"
-WORKFLOWS = (EmojiSetWorkflow, ExportSetWorkflow)
+WORKFLOWS = (EmojiSetWorkflow, ExportSetWorkflow, DeliverEventWorkflow)
 RETIRED_FROM_REPLAY: dict[str, str] = {}
 """Releases today's code no longer replays, each with why: a change that could not be patched and shipped as a new
 pinned build instead (docs/deploy.md). Their corpus stays, unchanged; their payloads and schemas are still checked."""
-ACTIVITY_CLASSES = (ProductionActivities, AssemblyActivities, PlatformExportActivities, MattingActivities)
+ACTIVITY_CLASSES = (
+    ProductionActivities,
+    AssemblyActivities,
+    PlatformExportActivities,
+    EventDelivery,
+    MattingActivities,
+)
 """Every class whose methods are activities (the RunPod dispatcher registers the GPU names with the same types)."""
 
 SMALL: dict[str, Any] = {
@@ -306,6 +317,29 @@ async def _export_again(stack: Stack, set_id: str) -> list[str]:
             await asyncio.sleep(0.2)
 
 
+async def notifications(stack: Stack, set_id: str) -> list[str]:
+    """A set with a budget and a webhook, started and then attached to (update-with-start); its events, one retried
+    once (a 503), each delivered by its own DeliverSetEvent workflow, recorded too."""
+    with WebhookReceiver(WEBHOOK_SECRET) as receiver:
+        receiver.fail(1, status=503, retry_after=1)
+        request = EmojiSetInput(
+            **{**SMALL, "review": ReviewPolicy(), "budget": Budget(paid_calls=6), "webhook": Webhook(url=receiver.url)}
+        )
+        await stack.sets.start_or_attach(request, set_id=set_id)
+        await stack.sets.start_or_attach(request, set_id=set_id)
+        await _until(
+            stack, set_id, lambda s: all(a.stage is ActionStage.AWAITING_START_FRAME_REVIEW for a in s.actions)
+        )
+        await stack.sets.approve_start_frames(set_id, reviewer="ana")
+        await wait_for_phase(stack.sets, set_id, Phase.AWAITING_REVIEW)
+        await stack.sets.regenerate_frame(RegenerateFrameInput(emoji="wave", frame=1, prompt="a wink"), set_id=set_id)
+        ids = await _approve(stack, set_id)
+        events = [f"{set_id}/event-{sequence}" for sequence in (1, 2, 3)]
+        for event in events:
+            await stack.client.get_workflow_handle(event).result()
+    return ids + events
+
+
 async def character_review(stack: Stack, set_id: str) -> list[str]:
     await _start(stack, set_id, review=ReviewPolicy(character=StagePolicy.HUMAN, start_frames=StagePolicy.AUTO))
     await wait_for_phase(stack.sets, set_id, Phase.AWAITING_CHARACTER_REVIEW)
@@ -404,6 +438,7 @@ async def upgrade_while_waiting(stack: Stack, set_id: str) -> list[str]:
         stack.store,
         generators=standin_generators(),
         deployment=worker_deployment(other, Role.ORCHESTRATION),
+        paid=stack.settings.paid,
     )
     async with worker:
         await set_current(stack.client, worker_version(other, Role.ORCHESTRATION))
@@ -494,6 +529,13 @@ SCENARIOS = [
         "character-review", "character review: pick_character, approve_character; approved", "dev", character_review
     ),
     Scenario("upload", "an uploaded character (prepare_upload); fully automatic", "dev", upload),
+    Scenario(
+        "notifications",
+        "start-or-attach twice (the attach update), a budget, a webhook: three events each delivered by a "
+        "DeliverSetEvent workflow (the first retried after a 503); a frame edit; approved",
+        "dev",
+        notifications,
+    ),
     Scenario("automatic", "a fully automatic set from a prompt", "dev", automatic),
     Scenario(
         "failed-take-recovered",
@@ -641,7 +683,9 @@ async def record(out: Path, only: list[str] | None = None) -> dict[str, Any]:
                     for workflow_id in ids:
                         runs = await workflow_runs(stack.client, workflow_id)
                         for number, run in enumerate(runs, start=1):
-                            stem = scenario.name if workflow_id == ids[0] else f"{scenario.name}.export"
+                            # Another workflow of the set: an export ("<set>-export-..."), an event ("<set>/event-n").
+                            kind = workflow_id.rpartition("/")[2] if "/" in workflow_id else "export"
+                            stem = scenario.name if workflow_id == ids[0] else f"{scenario.name}.{kind}"
                             name = f"{stem}.json.gz" if len(runs) == 1 else f"{stem}.run-{number}.json.gz"
                             document = {"workflow_id": workflow_id, "history": json.loads(run.to_json())}
                             _write_gzip(out / name, json.dumps(document, separators=(",", ":")) + "\n")

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from activities.settings import DashScopeSettings, OrchestrationSettings
+from activities.settings import DashScopeSettings, OrchestrationSettings, PaidGenerationSettings
 from core.settings import (
     ArtifactSettings,
+    CostSettings,
     DeploymentSettings,
+    FairnessSettings,
     ObservabilitySettings,
     PopconSettings,
     TemporalSettings,
+    WebhookSettings,
 )
 from gpu_activity_worker.runpod.settings import RunPodSettings
 from gpu_activity_worker.settings import GpuWorkerSettings
@@ -21,6 +24,10 @@ SETTINGS_ROLES: tuple[type[PopconSettings], ...] = (
     ArtifactSettings,
     ObservabilitySettings,
     OrchestrationSettings,
+    PaidGenerationSettings,
+    CostSettings,
+    WebhookSettings,
+    FairnessSettings,
     DashScopeSettings,
     GpuWorkerSettings,
     RunPodSettings,

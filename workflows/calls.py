@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
         HEARTBEAT_TIMEOUT,
         INTERACTIVE_PRIORITY,
         NON_RETRYABLE_FAILURES,
+        PAID_TASK_QUEUE,
         ActivityName,
         ArtifactRef,
         AssembleEmojiInput,
@@ -33,6 +34,9 @@ with workflow.unsafe.imports_passed_through():
         CheckGeneratorInput,
         ClipOutput,
         ContactSheetInput,
+        DeliverEventInput,
+        DeploymentTerms,
+        DescribeDeploymentInput,
         DescribePipelineInput,
         EditFrameInput,
         EmojiOutput,
@@ -80,6 +84,17 @@ MATTE_RETRY = RetryPolicy(
 """GPU work: a lost worker or an out-of-memory turn is tried again on another worker soon."""
 STEP_RETRY = RetryPolicy(maximum_attempts=3, non_retryable_error_types=NON_RETRYABLE)
 """Local steps (checks, decoding, assembly, exports): a third failure is not a blip."""
+DELIVER_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(minutes=30),
+    maximum_attempts=60,
+    non_retryable_error_types=NON_RETRYABLE,
+)
+"""A webhook event: a receiver that is down is tried again for about a day (the first minute closely)."""
+PAID_QUEUE_PATCH = "paid-task-queue"
+"""Sets started on a build with it call their generators on :data:`PAID_TASK_QUEUE`; older histories (which called
+them on the orchestration queue) replay as they were."""
 KNOWN_FAILURES = frozenset(failure.value for failure in FailureType)
 
 
@@ -96,6 +111,8 @@ class Activity(Generic[InputT, OutputT]):
     retry: RetryPolicy
     task_queue: str | None = None
     """None: the calling workflow's own task queue (the orchestration queue)."""
+    paid: bool = False
+    """A generator call: on :data:`PAID_TASK_QUEUE` (for sets with :data:`PAID_QUEUE_PATCH`)."""
 
     def __call__(self, request: InputT, *, summary: str, interactive: bool = False) -> Awaitable[OutputT]:
         """Schedule the activity once the result is awaited.
@@ -107,10 +124,11 @@ class Activity(Generic[InputT, OutputT]):
                 (:data:`INTERACTIVE_PRIORITY`), within the set owner's fair share. Otherwise it has the set's own
                 priority and fairness key, inherited from the workflow.
         """
+        paid = self.paid and workflow.patched(PAID_QUEUE_PATCH)
         return workflow.execute_activity(
             self.name,
             request,
-            task_queue=self.task_queue,
+            task_queue=PAID_TASK_QUEUE if paid else self.task_queue,
             result_type=self.output,
             start_to_close_timeout=self.start_to_close,
             heartbeat_timeout=HEARTBEAT_TIMEOUT,
@@ -131,6 +149,11 @@ def interactive_priority() -> Priority:
 check_generator = Activity[CheckGeneratorInput, None](
     ActivityName.CHECK_GENERATOR, None, timedelta(minutes=1), STEP_RETRY
 )
+describe_deployment = Activity[DescribeDeploymentInput, DeploymentTerms](
+    ActivityName.DESCRIBE_DEPLOYMENT, DeploymentTerms, timedelta(minutes=1), STEP_RETRY
+)
+deliver_event = Activity[DeliverEventInput, int](ActivityName.DELIVER_EVENT, int, timedelta(seconds=150), DELIVER_RETRY)
+"""Called by the DeliverSetEvent workflow: the receiver's HTTP status once it took the event."""
 check_exports = Activity[CheckExportsInput, list[str]](
     ActivityName.CHECK_EXPORTS, list[str], timedelta(minutes=1), STEP_RETRY
 )
@@ -142,19 +165,19 @@ prepare_upload = Activity[PrepareUploadInput, ArtifactRef](
     ActivityName.PREPARE_UPLOAD, ArtifactRef, timedelta(minutes=2), STEP_RETRY
 )
 generate_character = Activity[GenerateCharacterInput, GeneratedImages](
-    ActivityName.GENERATE_CHARACTER, GeneratedImages, timedelta(minutes=10), GENERATE_RETRY
+    ActivityName.GENERATE_CHARACTER, GeneratedImages, timedelta(minutes=10), GENERATE_RETRY, paid=True
 )
 generate_start_frame = Activity[GenerateStartFrameInput, GeneratedImages](
-    ActivityName.GENERATE_START_FRAME, GeneratedImages, timedelta(minutes=10), GENERATE_RETRY
+    ActivityName.GENERATE_START_FRAME, GeneratedImages, timedelta(minutes=10), GENERATE_RETRY, paid=True
 )
 generate_clip = Activity[GenerateClipInput, ClipOutput](
-    ActivityName.GENERATE_CLIP, ClipOutput, timedelta(minutes=30), GENERATE_RETRY
+    ActivityName.GENERATE_CLIP, ClipOutput, timedelta(minutes=30), GENERATE_RETRY, paid=True
 )
 extract_frames = Activity[ExtractFramesInput, ExtractFramesOutput](
     ActivityName.EXTRACT_FRAMES, ExtractFramesOutput, timedelta(minutes=5), STEP_RETRY
 )
 edit_frame = Activity[EditFrameInput, GeneratedImages](
-    ActivityName.EDIT_FRAME, GeneratedImages, timedelta(minutes=10), GENERATE_RETRY
+    ActivityName.EDIT_FRAME, GeneratedImages, timedelta(minutes=10), GENERATE_RETRY, paid=True
 )
 matte_slot = Activity[MatteSlotInput, MatteSlotOutput](
     ActivityName.MATTE_SLOT, MatteSlotOutput, timedelta(minutes=10), MATTE_RETRY, GPU_TASK_QUEUE

@@ -22,15 +22,23 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, NoReturn, TypeVar
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, FailureError, is_cancelled_exception
+from temporalio.common import WorkflowIDReusePolicy
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    FailureError,
+    WorkflowAlreadyStartedError,
+    is_cancelled_exception,
+)
 
 with workflow.unsafe.imports_passed_through():
     import pydantic
 
-    from workflows import calls, keys, picking, progress
+    from workflows import announcements, calls, keys, picking, progress
     from workflows import search_attributes as sa
     from workflows.action_work import ActionWork
     from workflows.contract import (
+        DELIVER_EVENT_WORKFLOW_TYPE,
         MAX_CANDIDATES_PER_FRAME_TOTAL,
         MAX_CANDIDATES_PER_SET,
         MAX_MATTE_VERSIONS,
@@ -44,14 +52,18 @@ with workflow.unsafe.imports_passed_through():
         ApproveStartFramesInput,
         ArtifactRef,
         AssembleEmojiInput,
+        CallCause,
         CancelInput,
         Candidate,
         CandidateStatus,
         CharacterRef,
         CheckExportsInput,
         CheckGeneratorInput,
+        ClipOutput,
         ContactSheetInput,
         DeadlinePolicy,
+        DeliverEventInput,
+        DescribeDeploymentInput,
         DescribePipelineInput,
         DropActionInput,
         DroppedAction,
@@ -60,6 +72,7 @@ with workflow.unsafe.imports_passed_through():
         EmojiSetInput,
         EmojiSetResult,
         EmojiSetState,
+        EventType,
         ExportTarget,
         ExtractFramesInput,
         ExtractFramesOutput,
@@ -70,6 +83,7 @@ with workflow.unsafe.imports_passed_through():
         GenerateClipInput,
         GeneratedImages,
         GenerateStartFrameInput,
+        GeneratorRole,
         ImageCandidate,
         MatteSlotInput,
         MatteVersion,
@@ -86,6 +100,7 @@ with workflow.unsafe.imports_passed_through():
         RegenerateActionInput,
         RegenerateFrameInput,
         RegenerateStartFrameInput,
+        SetEvent,
         SetFailure,
         StabiliseEmojiInput,
         StagePolicy,
@@ -93,18 +108,25 @@ with workflow.unsafe.imports_passed_through():
         TakeStatus,
         TemporalMode,
         UndoRefineInput,
+        Webhook,
     )
     from workflows.exports import export_packages
+    from workflows.spending import Call, Spending
 
 MATTE = "matte.png"
+LEDGER_PATCH = "cost-ledger"
+"""Sets started on a build with it ask the deployment for its terms at start (``describe_deployment``: prices, default
+budget and webhook) and send events to their webhook; older histories replay as they were (no terms, no events)."""
 PROGRESS_STEPS = 20
 """How many times the EmojiSetFramesDone search attribute is updated while the frames get done."""
 
+END_EVENTS = {"completed": EventType.COMPLETED, "cancelled": EventType.CANCELLED, "expired": EventType.EXPIRED}
 CLOSED_PHASES = (Phase.ASSEMBLING, Phase.COMPLETED, Phase.CANCELLED, Phase.EXPIRED)
 PRODUCTION_PHASES = (Phase.START_FRAMES, Phase.ANIMATING, Phase.MATTING, Phase.AWAITING_START_FRAME_REVIEW)
 
 
 T = TypeVar("T")
+Paid = TypeVar("Paid", GeneratedImages, ClipOutput)
 
 
 class _Expired(Exception):
@@ -152,6 +174,12 @@ class EmojiSetWorkflow:
         self._published: tuple[Any, ...] | None = None
         self._stabilising: set[tuple[str, str]] = set()
         """(emoji, picks digest) of the stabilisations in flight."""
+        self._spending = Spending(self._state)
+        self._current: asyncio.Task[Any] | None = None
+        """The set's own work: production, then the review (:meth:`_until_cancelled`)."""
+        self._deliveries: list[asyncio.Task[None]] = []
+        """The starts of the event deliveries (each a workflow of its own, abandoned by the set)."""
+        self._prompts_announced = announcements.waiting_for_prompt(self._state)
 
     @workflow.run
     async def run(self, input: EmojiSetInput, resume: EmojiSetState | None = None) -> EmojiSetResult:
@@ -163,34 +191,40 @@ class EmojiSetWorkflow:
                 self._producing = False
                 end = await self._until_cancelled(self._review())
             except _Expired as expired:
-                return self._finish(Phase.EXPIRED, str(expired))
-            if end is Phase.CANCELLED:
-                return self._finish(Phase.CANCELLED, self._cancel_reason())
-            return await self._assemble()
+                result = self._finish(Phase.EXPIRED, str(expired))
+            else:
+                if end is Phase.CANCELLED:
+                    result = self._finish(Phase.CANCELLED, self._cancel_reason())
+                else:
+                    result = await self._assemble()
+            await self._announce_end(END_EVENTS[result.status], result.reason)
+            return result
         except asyncio.CancelledError:
-            self._state.ended_at, self._state.approval_pending_by = workflow.now(), None
-            self._state.cancel_reason = self._state.cancel_reason or "cancelled in Temporal"
-            self._set_phase(Phase.CANCELLED)
+            await self._cancelled_in_temporal()
             raise
         except (FailureError, pydantic.ValidationError) as failed:
             # Kept in the state (no command: released histories replay), so the set's page and `popcon state` say
-            # why it failed and where, as the Web UI does. A cancellation from Temporal is no failure.
-            if not is_cancelled_exception(failed):
+            # why it failed and where, as the Web UI does. A cancellation from Temporal (met while an activity was
+            # awaited) is no failure.
+            if is_cancelled_exception(failed):
+                await self._cancelled_in_temporal()
+            else:
                 self._state.failure = _failure(failed, self._state.phase)
                 self._state.ended_at, self._state.approval_pending_by = workflow.now(), None
                 workflow.set_current_details(progress.details_markdown(self._state))
+                await self._announce_end(EventType.FAILED, self._state.failure.message)
             raise
 
     async def _until_cancelled(self, work: Coroutine[Any, Any, Phase | None]) -> Phase | None:
         """Run ``work``; a cancel signal stops it and everything it spawned (returns CANCELLED), and so does a refused
         deployment configuration (raises it: the set fails with one reason, not a failure per frame)."""
-        task = asyncio.create_task(work)
+        task = self._current = asyncio.create_task(work)
         await workflow.wait_condition(
             lambda: task.done() or self._cancellation is not None or self._misconfigured is not None
         )
         if task.done():
             return task.result()
-        running = [task, *(spawned for work in self._work.values() for spawned in work.background())]
+        running = self._running()
         for each in running:
             each.cancel()
         for each in running:
@@ -202,12 +236,37 @@ class EmojiSetWorkflow:
             ) from self._misconfigured.error
         return Phase.CANCELLED
 
+    def _running(self) -> list[asyncio.Task[Any]]:
+        """The set's own work (production or the review) and every action's work in the background."""
+        current = [self._current] if self._current is not None else []
+        return [*current, *(spawned for work in self._work.values() for spawned in work.background())]
+
+    async def _cancelled_in_temporal(self) -> None:
+        """The set was cancelled in Temporal (not by the cancel update): its state says so and, when it has a
+        webhook, its work is stopped first (no new paid call while the event's delivery starts), then the event."""
+        state = self._state
+        state.ended_at, state.approval_pending_by = workflow.now(), None
+        state.cancel_reason = state.cancel_reason or "cancelled in Temporal"
+        self._set_phase(Phase.CANCELLED)
+        if announcements.sends_events(state):
+            for task in self._running():
+                task.cancel()
+            await self._announce_end(EventType.CANCELLED, state.cancel_reason)
+
     # --- Queries and messages ------------------------------------------------------------------------------------
 
     @workflow.query(description="The set's phase, the character, every action's start frames, takes and frame slots.")
     def get_state(self) -> EmojiSetState:
         """Phase, character, each action's start frames, takes and frame slots with candidates, scores and picks."""
         return self._state
+
+    @workflow.update(
+        description="The set's phase, for a backend that starts or attaches to it in one call (update-with-start)."
+    )
+    def attach(self) -> Phase:
+        """The set's phase: an update, so it can ride with the set's start; small, since every update's result is
+        kept in the history (the state is the get_state query's)."""
+        return self._state.phase
 
     @workflow.signal(
         description="Check now whether the deployment has a new current build, and move to it if the set waits for "
@@ -293,7 +352,8 @@ class EmojiSetWorkflow:
         the action once they are made."""
         action = self._require_action(request.action)
         count = request.candidates or self._state.input.start_frame_candidates
-        await self._work[action.name].run(self._busy_with(self._start_frames(action, count, request.prompt)))
+        paid = self._reserve_regeneration(self._regeneration(GeneratorRole.START_FRAME, action, count))
+        await self._work[action.name].run(self._busy_with(self._start_frames(action, count, request.prompt, paid)))
         return action
 
     @regenerate_start_frame.validator
@@ -308,6 +368,10 @@ class EmojiSetWorkflow:
                 f"{'approved' if action.start_frame_approved_by else 'being made'}; "
                 "regenerate_action makes a new take with a custom motion prompt"
             )
+        count = request.candidates or self._state.input.start_frame_candidates
+        self._require_budget(
+            f"new start frames for {action.name}", self._regeneration(GeneratorRole.START_FRAME, action, count)
+        )
 
     @workflow.update(description='Use a candidate by hand: {"emoji": "wave", "frame": 3, "candidate": 1}.')
     def pick_candidate(self, pick: PickCandidateInput) -> FrameState:
@@ -369,11 +433,12 @@ class EmojiSetWorkflow:
         """Start a new take of an emoji's clip with a custom motion prompt; its frames join every slot's
         candidates once extracted and matted."""
         action = self._require_action(request.emoji)
+        paid = self._reserve_regeneration(self._regeneration(GeneratorRole.CLIP, action))
         take = TakeState(index=len(action.takes), motion_prompt=request.motion_prompt)
         action.takes.append(take)
         if action.stage is not ActionStage.READY:
             action.stage, action.error = ActionStage.ANIMATING, None
-        self._spawn(action, self._take(action, take))
+        self._spawn(action, self._take(action, take, paid))
         self._publish()
         return take
 
@@ -387,6 +452,7 @@ class EmojiSetWorkflow:
             raise ValueError(f"{request.emoji} already has {len(action.takes)} takes, the most an action may have")
         new = self._state.input.frames_per_emoji * (2 * self._state.input.neighbours + 1)
         self._require_room(action, new, per_slot=2 * self._state.input.neighbours + 1)
+        self._require_budget(f"a new take of {action.name}", self._regeneration(GeneratorRole.CLIP, action))
 
     @workflow.update(
         unfinished_policy=workflow.HandlerUnfinishedPolicy.ABANDON,
@@ -399,7 +465,8 @@ class EmojiSetWorkflow:
         action = self._require_action(request.emoji)
         frame = action.frames[request.frame]
         count = request.candidates or self._state.input.start_frame_candidates
-        await self._work[action.name].run(self._busy_with(self._edit_frame(action, frame, count, request.prompt)))
+        paid = self._reserve_regeneration(self._regeneration(GeneratorRole.EDIT_FRAME, action, count))
+        await self._work[action.name].run(self._busy_with(self._edit_frame(action, frame, count, request.prompt, paid)))
         return frame
 
     @regenerate_frame.validator
@@ -411,6 +478,9 @@ class EmojiSetWorkflow:
         action = self._require_action(request.emoji)
         count = request.candidates or self._state.input.start_frame_candidates
         self._require_room(action, count, per_slot=count, frame=frame)
+        self._require_budget(
+            f"an edit of {action.name} frame {frame.index}", self._regeneration(GeneratorRole.EDIT_FRAME, action, count)
+        )
 
     @workflow.update(
         unfinished_policy=workflow.HandlerUnfinishedPolicy.ABANDON,
@@ -528,6 +598,7 @@ class EmojiSetWorkflow:
         state.notice = None
         self._publish()
         await self._work[action.name].stop()
+        self._spending.stop_action(action.name, workflow.now())  # a regeneration's, stopped before it began
         return dropped
 
     @workflow.update(description='Assemble the set with the current picks: {"reviewer": "ana"}.')
@@ -577,6 +648,7 @@ class EmojiSetWorkflow:
                 lambda: self._character_approved,
                 on_deadline=self._approve_character_on_deadline,
                 what="character review",
+                announce=EventType.AWAITING_CHARACTER_REVIEW,
             )
             state.review_deadline = None
         if all(action.stage is ActionStage.START_FRAME and not action.start_frames for action in state.actions):
@@ -591,6 +663,7 @@ class EmojiSetWorkflow:
                 lambda: not self._awaiting_start_frames(),
                 on_deadline=self._approve_waiting_start_frames,
                 what="start frame review",
+                announce=EventType.AWAITING_START_FRAME_REVIEW,
             )
             if not self._awaiting_start_frames():
                 state.review_deadline = None
@@ -599,6 +672,24 @@ class EmojiSetWorkflow:
         """Fail fast on an unknown generator or matting pipeline, asked where they live, before any work; note the
         platform targets that will not take a set of this size (LINE emoji: 8 to 40)."""
         input = self._state.input
+        if workflow.patched(LEDGER_PATCH):
+            # First: a set whose other checks fail still tells its webhook why.
+            terms = await calls.outcome(
+                calls.describe_deployment(
+                    DescribeDeploymentInput(
+                        generator=input.generator,
+                        webhook=input.webhook,
+                        budget=input.budget,
+                        clip_seconds=input.clip_seconds,
+                    ),
+                    summary="check the deployment's terms: prices, budget, webhook",
+                )
+            )
+            if isinstance(terms, calls.Failed):
+                _refuse_configuration(terms)
+            self._state.terms = terms
+            self._state.ledger.currency = terms.prices.currency
+            self._require_budget_at_start()
         checks = await calls.outcome(
             asyncio.gather(
                 calls.describe_pipeline(
@@ -615,11 +706,16 @@ class EmojiSetWorkflow:
             )
         )
         if isinstance(checks, calls.Failed):
-            kind = checks.kind if checks.kind is FailureType.DEPLOYMENT_MISCONFIGURED else FailureType.INVALID_REQUEST
-            raise kind.error(checks.reason) from checks.error
+            _refuse_configuration(checks)
         description, _, refusals = checks
         self._state.pipeline_info = f"{description.pipeline} on {description.device} ({description.precision})"
         self._state.export_refusals = refusals
+
+    def _require_budget_at_start(self) -> None:
+        """Fail the set, before any paid call, when its budget cannot pay for its own production."""
+        shortfall = self._spending.shortfall_at_start()
+        if shortfall is not None:
+            raise FailureType.INVALID_REQUEST.error(shortfall)
 
     async def _character(self) -> None:
         """The character: the cleaned upload, or generated candidates with the first picked (under review policy
@@ -637,7 +733,11 @@ class EmojiSetWorkflow:
             )
         else:
             assert input.character_prompt is not None  # the input has one or the other
-            made = await calls.outcome(
+            paid = self._spending.start(
+                Call(GeneratorRole.CHARACTER, None, CallCause.PRODUCTION, images=input.character_candidates)
+            )
+            made = await self._paid(
+                paid,
                 calls.generate_character(
                     GenerateCharacterInput(
                         set_id=state.set_id,
@@ -650,7 +750,7 @@ class EmojiSetWorkflow:
                         seed=input.seed,
                     ),
                     summary=f"generate {input.character_candidates} character candidates",
-                )
+                ),
             )
         if isinstance(made, calls.Failed):
             state.character.error = made.reason
@@ -668,14 +768,20 @@ class EmojiSetWorkflow:
     def _approve_character_on_deadline(self) -> None:
         self._character_approved = True
 
-    async def _start_frames(self, action: ActionState, count: int, prompt: str | None) -> None:
-        """Make start frame candidates for an action; then it awaits review, or (policy ``auto``) animates from the
-        first new one. A failure for good leaves it waiting for a custom prompt."""
+    async def _start_frames(self, action: ActionState, count: int, prompt: str | None, paid: int | None = None) -> None:
+        """Make start frame candidates for an action (``paid``: the reservation of a reviewer's regeneration); then
+        it awaits review, or (policy ``auto``) animates from the first new one. A failure for good leaves it waiting
+        for a custom prompt."""
         input = self._state.input
         first = len(action.start_frames)
         action.stage, action.error = ActionStage.START_FRAME, None
         self._publish()
-        output = await calls.outcome(
+        if paid is None:
+            paid = self._spending.start(
+                Call(GeneratorRole.START_FRAME, action.name, CallCause.PRODUCTION, images=count)
+            )
+        output = await self._paid(
+            paid,
             calls.generate_start_frame(
                 GenerateStartFrameInput(
                     set_id=self._state.set_id,
@@ -691,7 +797,7 @@ class EmojiSetWorkflow:
                 ),
                 summary=f"start frames {first}-{first + count - 1} for {action.name}",
                 interactive=prompt is not None,
-            )
+            ),
         )
         if isinstance(output, calls.Failed):
             action.stage = ActionStage.WAITING_FOR_PROMPT
@@ -718,9 +824,10 @@ class EmojiSetWorkflow:
         for action in self._awaiting_start_frames():
             self._approve_start_frame(action, "review deadline (auto-approve)")
 
-    async def _take(self, action: ActionState, take: TakeState) -> None:
-        """One take: its clip, its frames, then every slot's new candidates matted."""
-        frames = await self._animate(action, take)
+    async def _take(self, action: ActionState, take: TakeState, paid: int | None = None) -> None:
+        """One take (``paid``: the reservation of a reviewer's new take): its clip, its frames, then every slot's new
+        candidates matted."""
+        frames = await self._animate(action, take, paid)
         if isinstance(frames, calls.Failed):
             take.status, take.error = TakeStatus.FAILED, frames.reason
             self._settle(action)
@@ -759,12 +866,18 @@ class EmojiSetWorkflow:
         )
         self._settle(action)
 
-    async def _animate(self, action: ActionState, take: TakeState) -> ExtractFramesOutput | calls.Failed:
+    async def _animate(
+        self, action: ActionState, take: TakeState, paid: int | None
+    ) -> ExtractFramesOutput | calls.Failed:
         """The take's clip, then its frames."""
         input, set_id = self._state.input, self._state.set_id
         start_frame = action.start_frame()
         assert start_frame is not None  # approved
-        clip = await calls.outcome(
+        if paid is None:
+            production = Call(GeneratorRole.CLIP, action.name, CallCause.PRODUCTION, video_seconds=input.clip_seconds)
+            paid = self._spending.start(production)
+        clip = await self._paid(
+            paid,
             calls.generate_clip(
                 GenerateClipInput(
                     set_id=set_id,
@@ -781,7 +894,7 @@ class EmojiSetWorkflow:
                 ),
                 summary=f"clip of {action.name} take {take.index}",
                 interactive=take.motion_prompt is not None,
-            )
+            ),
         )
         if isinstance(clip, calls.Failed):
             return clip
@@ -803,11 +916,12 @@ class EmojiSetWorkflow:
             )
         )
 
-    async def _edit_frame(self, action: ActionState, frame: FrameState, count: int, prompt: str) -> None:
+    async def _edit_frame(self, action: ActionState, frame: FrameState, count: int, prompt: str, paid: int) -> None:
         input = self._state.input
         base = frame.picked() or frame.candidates[0]
         first = self._reserve(action, frame, count)
-        output = await calls.outcome(
+        output = await self._paid(
+            paid,
             calls.edit_frame(
                 EditFrameInput(
                     set_id=self._state.set_id,
@@ -826,7 +940,7 @@ class EmojiSetWorkflow:
                 ),
                 summary=f"edit {action.name} frame {frame.index}: candidates {first}-{first + count - 1}",
                 interactive=True,
-            )
+            ),
         )
         if isinstance(output, calls.Failed):
             frame.error = f"frame edit failed: {output.reason}"
@@ -872,6 +986,7 @@ class EmojiSetWorkflow:
                     self._misconfigured = self._misconfigured or output
                 self._refresh(action)  # before the GPU slot is let go: the order of commands is recorded
                 return
+        self._spending.record_gpu(output.gpu_seconds)
         for candidate, result in zip(candidates, output.results, strict=True):
             if result.output is None:
                 candidate.status = CandidateStatus.FAILED
@@ -916,6 +1031,7 @@ class EmojiSetWorkflow:
                 self._refining.discard((action.name, slot.index, candidate.index))
         if isinstance(output, calls.Failed):
             raise FailureType.MATTING_FAILED.error(f"{summary} failed: {output.reason}") from output.error
+        self._spending.record_gpu(output.gpu_seconds)
         for (slot, candidate), result in zip(targets, output.frames, strict=True):
             assert candidate.matte is not None
             candidate.versions.append(MatteVersion(matte=candidate.matte, score=candidate.score))
@@ -955,6 +1071,7 @@ class EmojiSetWorkflow:
             lambda: decided() or workflow.info().is_continue_as_new_suggested(),
             on_deadline=self._approve_on_deadline,
             what="review",
+            announce=None if automatic else EventType.AWAITING_REVIEW,
         )
         if not decided():
             await workflow.wait_condition(self._idle)
@@ -972,10 +1089,17 @@ class EmojiSetWorkflow:
             raise _Expired(f"review deadline passed; cannot auto-approve, not usable: {', '.join(unusable)}")
         self._state.approved_by, self._state.notice = "review deadline (auto-approve)", None
 
-    async def _wait_for_person(self, done: Callable[[], bool], *, on_deadline: Callable[[], None], what: str) -> None:
-        """Wait until ``done()``, at most until the current wait's deadline (set when the wait begins). At the
-        deadline, policy ``auto_approve`` calls ``on_deadline``; ``expire`` ends the set. The caller clears the
-        deadline when its stage is over (a continue-as-new keeps it).
+    async def _wait_for_person(
+        self,
+        done: Callable[[], bool],
+        *,
+        on_deadline: Callable[[], None],
+        what: str,
+        announce: EventType | None,
+    ) -> None:
+        """Wait until ``done()``, at most until the current wait's deadline (set when the wait begins, and then
+        ``announce`` sent to the set's webhook). At the deadline, policy ``auto_approve`` calls ``on_deadline``;
+        ``expire`` ends the set. The caller clears the deadline when its stage is over (a continue-as-new keeps it).
 
         While it waits, the set wakes every UPGRADE_CHECK_INTERVAL (and on every message or ``check_for_new_build``)
         to see whether its deployment has a new current build: if it has and nothing is in flight, the set continues
@@ -986,6 +1110,8 @@ class EmojiSetWorkflow:
         if state.review_deadline is None:
             state.review_deadline = workflow.now() + state.input.review.deadline
             self._publish()
+            if announce is not None and not done():
+                self._announce(announce, announcements.review_message(state, announce))
         # Replays histories of release 0.1.0 (one timer for the deadline) unpatched: when their timer fires, the
         # deadline has passed, and a wake-up timer that fires at the deadline leads to the same commands.
         while not done():
@@ -1013,8 +1139,13 @@ class EmojiSetWorkflow:
         on_deadline()
 
     def _idle(self) -> bool:
-        """Nothing in flight: no activity, no message being handled. Only then may the run end for a new one."""
-        return self._busy == 0 and workflow.all_handlers_finished()
+        """Nothing in flight: no activity, no message being handled, no event delivery being started. Only then may
+        the run end for a new one."""
+        return (
+            self._busy == 0
+            and workflow.all_handlers_finished()
+            and all(delivery.done() for delivery in self._deliveries)
+        )
 
     def _new_build_waiting(self) -> bool:
         return self._idle() and workflow.info().is_target_worker_deployment_version_changed()
@@ -1060,6 +1191,7 @@ class EmojiSetWorkflow:
             emojis=emoji_outputs,
             contact_sheet=sheet_ref,
             packages=package_outputs,
+            cost=state.ledger.summary(),
         )
 
     # --- State helpers -------------------------------------------------------------------------------------------
@@ -1080,6 +1212,65 @@ class EmojiSetWorkflow:
         finally:
             self._busy -= 1
             self._publish()
+
+    # --- Spending and events --------------------------------------------------------------------------------------
+
+    async def _paid(self, token: int, work: Awaitable[Paid]) -> Paid | calls.Failed:
+        """A generator call counted in flight (``token``, from :meth:`Spending.start`) until it ends, then in the
+        ledger."""
+        try:
+            output = await calls.outcome(work)
+        except BaseException:
+            self._spending.stop(token, workflow.now())  # a dropped action, a cancelled set
+            raise
+        self._spending.record(token, None if isinstance(output, calls.Failed) else output, workflow.now())
+        return output
+
+    def _regeneration(self, role: GeneratorRole, action: ActionState, images: int = 0) -> Call:
+        """A reviewer's generator call: new start frames or a frame edit of ``images`` candidates, or a new take."""
+        seconds = self._state.input.clip_seconds if role is GeneratorRole.CLIP else 0.0
+        return Call(role, action.name, CallCause.REGENERATION, images=images, video_seconds=seconds)
+
+    def _require_budget(self, what: str, call: Call) -> None:
+        """Refuse a reviewer's regeneration that would take the set past its budget (a validator)."""
+        refusal = self._spending.refusal(what, call)
+        if refusal is not None:
+            raise ValueError(refusal)
+
+    def _reserve_regeneration(self, call: Call) -> int:
+        """Count a reviewer's regeneration in flight from its handler's first step: a message's validator and its
+        handler up to its first ``await`` run as one step of the workflow, so the next message's validator already
+        counts this one (regenerations sent together cannot pass a budget only one of them fits)."""
+        return self._spending.start(call)
+
+    def _announce(self, kind: EventType, message: str | None) -> None:
+        """Send an event to the set's webhook, if it has one: a DeliverSetEvent workflow of its own posts it with
+        retries, so a receiver that is down never holds the set up."""
+        if not announcements.sends_events(self._state):
+            return
+        event = announcements.next_event(self._state, kind, message, workflow.now())
+        self._deliveries.append(asyncio.create_task(self._start_delivery(self._state.input.webhook, event)))
+
+    async def _start_delivery(self, webhook: Webhook | None, event: SetEvent) -> None:
+        # Already started: this event's delivery began before (a reset set replaying its way here); once is enough.
+        with contextlib.suppress(WorkflowAlreadyStartedError):
+            await workflow.start_child_workflow(
+                DELIVER_EVENT_WORKFLOW_TYPE,
+                DeliverEventInput(webhook=webhook, event=event),
+                id=f"{event.set_id}/event-{event.sequence}",
+                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                static_summary=f"{event.type.value} of {event.set_id}",
+            )
+
+    async def _announce_end(self, kind: EventType, message: str | None) -> None:
+        """Send the set's last event, and wait until every delivery of the set has started (not until delivered).
+
+        A cancel from Temporal meanwhile comes too late to change how the set ended: the wait goes on."""
+        self._announce(kind, message)
+        while not all(delivery.done() for delivery in self._deliveries):
+            with contextlib.suppress(asyncio.CancelledError):
+                await workflow.wait_condition(lambda: all(delivery.done() for delivery in self._deliveries))
 
     def _character_ref(self) -> CharacterRef:
         character = self._state.character
@@ -1172,6 +1363,8 @@ class EmojiSetWorkflow:
             output = await calls.outcome(calls.stabilise_emoji(request, summary=summary))
         finally:
             self._stabilising.discard((action.name, digest))
+        if not isinstance(output, calls.Failed) and output.gpu_seconds:
+            self._spending.record_gpu(output.gpu_seconds)
         if isinstance(output, calls.Failed):
             if self._picks_digest(action) == digest:
                 self._state.notice = (
@@ -1208,7 +1401,9 @@ class EmojiSetWorkflow:
         if phase is Phase.EXPIRED:
             self._state.notice = reason
         status = "cancelled" if phase is Phase.CANCELLED else "expired"
-        return EmojiSetResult(set_id=self._state.set_id, status=status, reason=reason)
+        return EmojiSetResult(
+            set_id=self._state.set_id, status=status, reason=reason, cost=self._state.ledger.summary()
+        )
 
     def _cancel_reason(self) -> str:
         reason = self._cancellation.reason if self._cancellation else ""
@@ -1278,6 +1473,11 @@ class EmojiSetWorkflow:
         if state.phase in PRODUCTION_PHASES:
             state.phase = _production_phase(state)
         workflow.set_current_details(progress.details_markdown(state))
+        waiting = announcements.waiting_for_prompt(state)
+        for action in state.actions:
+            if action.name in waiting - self._prompts_announced:
+                self._announce(EventType.WAITING_FOR_PROMPT, f"{action.name} waits for a custom prompt: {action.error}")
+        self._prompts_announced = waiting
         awaiting = state.awaiting()
         snapshot = (state.phase.value, tuple(awaiting), state.frames_done() * PROGRESS_STEPS // state.frames_total())
         if snapshot == self._published:
@@ -1333,6 +1533,12 @@ def _failure(error: BaseException, phase: Phase) -> SetFailure:
         cause = cause.__cause__
     message = error.message if isinstance(error, FailureError) else str(error)
     return SetFailure(message=message or type(error).__name__, phase=phase, activity=activity, kind=kind)
+
+
+def _refuse_configuration(failed: calls.Failed) -> NoReturn:
+    """Fail the set for a check that refused its request (or the deployment's own configuration)."""
+    kind = failed.kind if failed.kind is FailureType.DEPLOYMENT_MISCONFIGURED else FailureType.INVALID_REQUEST
+    raise kind.error(failed.reason) from failed.error
 
 
 def _title(state: EmojiSetState) -> str:

@@ -65,7 +65,32 @@ def details_markdown(state: EmojiSetState) -> str:
         ]
     if state.pipeline_info:
         lines.append(f"Matting: {state.pipeline_info}")
+    if state.terms is not None:
+        lines += ["", f"**Cost:** {cost_line(state)}"]
     return "\n".join(lines)
+
+
+def cost_line(state: EmojiSetState) -> str:
+    """What the set has spent, in one line: billed calls, what they made, GPU time, the estimate against the
+    budget, and what was not billed (failed calls, retried attempts)."""
+    spent = state.ledger.summary()
+    budget = state.input.budget or (state.terms.budget if state.terms is not None else None)
+    parts = [
+        f"{spent.paid_calls} paid calls" + (f" ({spent.regenerations} regenerations)" if spent.regenerations else ""),
+        f"{spent.images} images",
+        f"{spent.video_seconds:g} s of video",
+        f"GPU {spent.gpu_seconds:.1f} s",
+        f"about {spent.cost:.2f} {spent.currency}"
+        + (f" (budget {budget.describe(spent.currency)})" if budget is not None else ""),
+    ]
+    line = " · ".join(parts)
+    if spent.unpriced_models:
+        line += f" · not in the price table: {', '.join(spent.unpriced_models)}"
+    if spent.stopped_calls:
+        line += f" · {spent.stopped_calls} calls stopped before they ended (counted at their estimate)"
+    if spent.failed_calls or spent.retried_attempts:
+        line += f" · not billed: {spent.failed_calls} failed calls, {spent.retried_attempts} retried attempts"
+    return line
 
 
 def _cell(text: str) -> str:

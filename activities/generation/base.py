@@ -20,6 +20,7 @@ from workflows.contract import (
     GenerateCharacterInput,
     GenerateClipInput,
     GenerateStartFrameInput,
+    GeneratorRole,
 )
 
 
@@ -74,6 +75,14 @@ class Generator(Protocol):
     """
 
     name: ClassVar[str]
+
+    def model(self, role: GeneratorRole) -> str:
+        """The model a role calls, as the deployment's price table names it (the set's ledger)."""
+        ...
+
+    def clip_seconds(self, asked: float) -> float:
+        """The length of the clip the provider makes, and bills, when ``asked`` seconds are asked for."""
+        ...
 
     async def character(self, request: GenerateCharacterInput) -> list[GeneratedImage]:
         """Character candidates from ``request.prompt``: one full-body character on plain white."""

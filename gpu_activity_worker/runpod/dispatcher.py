@@ -306,10 +306,11 @@ class RunPodDispatcher:
         jobs = _heartbeated_jobs(activity.info().heartbeat_details, count)
         resumable = dict(jobs)
         beating = asyncio.create_task(self._heartbeat(jobs))
+        executed_ms: list[float] = []
         try:
             outcomes = await asyncio.gather(
                 *(
-                    self._share(indices, _share_of(request, indices), resumable.get(indices[0]), jobs)
+                    self._share(indices, _share_of(request, indices), resumable.get(indices[0]), jobs, executed_ms)
                     for indices in _shares(resumable, count, self.frames_per_job)
                 ),
                 return_exceptions=True,
@@ -338,7 +339,7 @@ class RunPodDispatcher:
                 "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
             },
         )
-        return MatteSlotOutput(results=results)
+        return MatteSlotOutput(results=results, gpu_seconds=round(sum(executed_ms) / 1000, 4))
 
     @activity.defn(name=ActivityName.REFINE_MATTE)
     async def refine_matte(self, request: RefineMatteInput) -> RefineMatteOutput:
@@ -373,13 +374,19 @@ class RunPodDispatcher:
             await asyncio.sleep(HEARTBEAT_INTERVAL.total_seconds())
 
     async def _share(
-        self, indices: list[int], share: MatteSlotInput, previous: str | None, jobs: dict[int, str]
+        self,
+        indices: list[int],
+        share: MatteSlotInput,
+        previous: str | None,
+        jobs: dict[int, str],
+        executed_ms: list[float],
     ) -> dict[int, MatteCandidateResult | ApplicationError]:
         """One job's candidates (at ``indices`` in the slot), from its submission (or resumption) to their results:
         each a :class:`MatteCandidateResult`, or the failure a retry may fix, which fails the activity once the
-        other jobs are settled."""
+        other jobs are settled. The job's time on its worker (what RunPod bills) is added to ``executed_ms``."""
         try:
             report = await self._job_in_turn(indices, share, previous, jobs)
+            executed_ms.append(report.execution_ms or 0.0)
             output = MatteSlotJobOutput.model_validate(report.output)
             if len(output.results) != len(indices):
                 raise FailureType.INVALID_JOB_OUTPUT.error(

@@ -25,6 +25,7 @@ from starter.review.forms import PRESET_NAMES, STAGE_POLICIES, TARGETS
 from starter.review.status import PHASE_WORDS, STAGE_WORDS, review_policy, set_status
 from workflows.contract import ActionStage, ArtifactRef, Candidate, EmojiSetState, FrameStatus, Phase, PickSource
 from workflows.presets import PRESETS
+from workflows.progress import cost_line
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 AWAITING = ("character_review", "start_frame_review", "custom_prompt", "final_review")
@@ -156,6 +157,7 @@ async def render_set(
         "previews": {a.name: preview_frames(set_id, a.name, [f.picked() for f in a.frames]) for a in state.actions},
         "status": set_status(state, datetime.now(UTC)),
         "policy": review_policy(state),
+        "cost": cost_line(state) if state.terms is not None else None,
         "typed_values": page.typed,
         "opened": page.opened | named,
         "note": page.note,

@@ -200,7 +200,12 @@ async def test_a_pipeline_the_gpu_worker_cannot_build_fails_the_set_before_any_w
     assert cause.type == FailureType.INVALID_REQUEST.value and cause.non_retryable
     assert message in cause.message
     history = await stack.client.get_workflow_handle(set_id).fetch_history()
-    assert sorted(scheduled_activities(history)) == ["check_exports", "check_generator", "describe_pipeline"]
+    assert sorted(scheduled_activities(history)) == [
+        "check_exports",
+        "check_generator",
+        "describe_deployment",
+        "describe_pipeline",
+    ]
 
 
 # --- References ----------------------------------------------------------------------------------------------------

@@ -42,6 +42,8 @@ def test_the_contract_is_split_by_kind() -> None:
         "state",
         "activities",
         "export_set",
+        "ledger",
+        "events",
     }
 
 

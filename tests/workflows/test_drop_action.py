@@ -20,6 +20,7 @@ from workflows.contract import (
     WORKFLOW_TYPE,
     ActionStage,
     ActionState,
+    CallOutcome,
     DropActionInput,
     EmojiSetInput,
     EmojiSetState,
@@ -99,6 +100,8 @@ async def test_a_dropped_emoji_stops_its_work_and_the_set_completes_without_it(s
     assert [a.name for a in state.actions] == ["wave"] and state.dropped == [dropped]
     assert state.frames_total() == 4 and state.awaiting() == ["final_review"]
     assert sorted(await cancel_requested(stack, set_id)) == ["edit_frame", "generate_clip"]
+    stopped_calls = [(c.role.value, c.action) for c in state.ledger.calls if c.outcome is CallOutcome.STOPPED]
+    assert sorted(stopped_calls) == [("clip", "heart"), ("edit_frame", "heart")], "the provider may bill them"
     metadata = await stack.client.get_workflow_handle(set_id).query("__temporal_workflow_metadata")
     assert "| ~~heart~~ | dropped by ana |" in metadata.current_details  # the Web UI's current details
     with pytest.raises(MessageRejected, match="unknown emoji 'heart'"):

@@ -484,7 +484,7 @@ async def test_unknown_pipeline_or_generator_fails_before_any_work(
         for e in history.events
         if e.HasField("activity_task_scheduled_event_attributes")
     ]
-    assert sorted(scheduled) == ["check_exports", "check_generator", "describe_pipeline"]
+    assert sorted(scheduled) == ["check_exports", "check_generator", "describe_deployment", "describe_pipeline"]
 
 
 async def test_start_is_idempotent_for_the_same_set_id(stack: Stack, set_id: str) -> None:

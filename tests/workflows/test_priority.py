@@ -9,11 +9,13 @@ from collections import defaultdict
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import ActivityTaskScheduledEventAttributes
 
+from starter.client import EmojiSetClient
 from testkit.stack import Stack, wait_for_phase
 from tests.starter.review.test_review_app import start_set
 from workflows.contract import (
     INTERACTIVE_PRIORITY,
     PRODUCTION_PRIORITY,
+    EmojiSetInput,
     Phase,
     RefineFrameInput,
     RefineMode,
@@ -69,4 +71,18 @@ async def test_an_owner_too_long_for_a_fairness_key_is_cut_and_told_apart(stack:
     assert key == fairness_key(long_owner) and len(key.encode()) <= 64
     assert fairness_key(long_owner) != fairness_key(long_owner[:-1]), "owners sharing a prefix keep their own key"
     assert fairness_key("") == "-" and fairness_key("acme") == "acme"
+    await stack.sets.cancel(set_id)
+
+
+async def test_a_tier_joins_the_fairness_key_and_weighs_its_share(stack: Stack, set_id: str) -> None:
+    backend = EmojiSetClient(stack.client, store=stack.store, fairness_weights={"pro": 3.0})
+    await backend.start(
+        EmojiSetInput(character_prompt="a cat", owner="acme", tier="pro", actions=["wave"]), set_id=set_id
+    )
+
+    history = await stack.client.get_workflow_handle(set_id).fetch_history()
+    priority = history.events[0].workflow_execution_started_event_attributes.priority
+
+    assert (priority.fairness_key, priority.fairness_weight) == ("pro:acme", 3.0)
+    assert fairness_key("acme", "pro") == "pro:acme" and fairness_key("", "pro") == "pro:-"
     await stack.sets.cancel(set_id)

@@ -26,7 +26,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Replayer, Worker
 
 from activities.settings import OrchestrationSettings
-from activities.worker import build_worker
+from activities.worker import OrchestrationWorkers, build_worker
 from core.settings import DeploymentSettings
 from core.versioning import Role, describe_deployment, set_current, worker_deployment, worker_version
 from gpu_activity_worker.settings import GpuWorkerSettings
@@ -36,7 +36,7 @@ from testkit.chaos import compare, set_dir
 from testkit.held_store import HeldStore
 from testkit.histories import workflow_runs
 from testkit.servers import start_throwaway_server
-from testkit.stack import wait_for_phase
+from testkit.stack import standin_paid_queue, wait_for_phase
 from testkit.upgrade import EmojiSetWorkflowB
 from workflows.contract import EmojiSetInput, ExportTarget, Phase, ReviewPolicy, StagePolicy
 from workflows.export_set import ExportSetWorkflow
@@ -166,7 +166,11 @@ async def test_a_rolling_upgrade_finishes_every_set_and_drains_the_old_build(
         client, GpuWorkerSettings(_env_file=None, gpu_concurrency=8), store, deployment=worker_deployment(GPU, Role.GPU)
     )
     worker_a, production_a = build_worker(
-        client, orchestration, store, deployment=worker_deployment(BUILD_A, Role.ORCHESTRATION)
+        client,
+        orchestration,
+        store,
+        deployment=worker_deployment(BUILD_A, Role.ORCHESTRATION),
+        paid=standin_paid_queue(),
     )
     worker_b, production_b = build_worker(
         client,
@@ -174,8 +178,9 @@ async def test_a_rolling_upgrade_finishes_every_set_and_drains_the_old_build(
         store,
         deployment=worker_deployment(BUILD_B, Role.ORCHESTRATION),
         workflows=[EmojiSetWorkflowB, ExportSetWorkflow],
+        paid=standin_paid_queue(),
     )
-    runs: dict[Worker, asyncio.Task[None]] = {}
+    runs: dict[Worker | OrchestrationWorkers, asyncio.Task[None]] = {}
     try:
         for worker in (gpu, worker_a):
             runs[worker] = asyncio.create_task(worker.run())

@@ -14,6 +14,7 @@ from temporalio import activity
 
 from activities.assemble import AssemblyActivities
 from activities.generation.base import GenerationError
+from activities.notify import EventDelivery
 from activities.platform_exports import PlatformExportActivities
 from activities.production import ProductionActivities
 from core.artifacts import ArtifactError
@@ -55,7 +56,7 @@ def vocabulary_member(node: ast.expr, enum: type) -> bool:
 
 def test_every_retry_policy_lists_exactly_the_non_retryable_failures() -> None:
     policies = [value for value in vars(activity_calls).values() if type(value).__name__ == "RetryPolicy"]
-    assert len(policies) == 3
+    assert len(policies) == 4
     for policy in policies:
         assert set(policy.non_retryable_error_types or []) == {failure.value for failure in NON_RETRYABLE_FAILURES}
     declared = [value for value in vars(activity_calls).values() if isinstance(value, activity_calls.Activity)]
@@ -119,7 +120,7 @@ def activity_names(*owners: type) -> set[str]:
 
 
 def test_the_workers_register_every_activity_of_the_vocabulary() -> None:
-    orchestration = activity_names(ProductionActivities, AssemblyActivities, PlatformExportActivities)
+    orchestration = activity_names(ProductionActivities, AssemblyActivities, PlatformExportActivities, EventDelivery)
     gpu = activity_names(MattingActivities)
     assert orchestration | gpu == {name.value for name in ActivityName}
     assert activity_names(RunPodDispatcher) == gpu, "the dispatcher serves the GPU queue's whole contract"

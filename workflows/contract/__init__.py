@@ -17,7 +17,11 @@ Import from here (``from workflows.contract import EmojiSetInput``); the modules
 - :mod:`~workflows.contract.state`: the workflow's state (:class:`EmojiSetState`, the ``get_state`` query) and its
   result (:class:`EmojiSetResult`);
 - :mod:`~workflows.contract.activities`: each activity's input and output;
-- :mod:`~workflows.contract.export_set`: the ExportSet workflow's input and result.
+- :mod:`~workflows.contract.export_set`: the ExportSet workflow's input and result;
+- :mod:`~workflows.contract.ledger`: what a set costs (:class:`Usage`, :class:`Ledger`, :class:`PriceTable`) and may
+  spend (:class:`Budget`);
+- :mod:`~workflows.contract.events`: what a set tells its backend (:class:`SetEvent`, :class:`Webhook`) and the
+  DeliverSetEvent workflow's input.
 
 A new name goes in the module of its kind and is exported here too (``tests/workflows/test_contract_facade.py``
 fails on a public name left out).
@@ -37,6 +41,7 @@ from workflows.contract.activities import (
     ClipFrame,
     ClipOutput,
     ContactSheetInput,
+    DescribeDeploymentInput,
     DescribePipelineInput,
     EditFrameInput,
     EmojiFramesRef,
@@ -67,7 +72,30 @@ from workflows.contract.activities import (
     StabiliseEmojiOutput,
 )
 from workflows.contract.base import ArtifactRef
+from workflows.contract.events import (
+    MAX_WEBHOOK_URL,
+    DeliverEventInput,
+    EventType,
+    SecretName,
+    SetEvent,
+    Webhook,
+    url_problem,
+)
 from workflows.contract.export_set import ExportSetInput, ExportSetResult
+from workflows.contract.ledger import (
+    Budget,
+    CallCause,
+    CallOutcome,
+    DeploymentTerms,
+    GeneratorRole,
+    Ledger,
+    LedgerSummary,
+    ModelPrice,
+    PaidCall,
+    PriceTable,
+    Usage,
+    calls_at_start,
+)
 from workflows.contract.messages import (
     ApproveCharacterInput,
     ApproveInput,
@@ -117,6 +145,7 @@ from workflows.contract.state import (
 )
 from workflows.contract.vocabulary import (
     ANONYMOUS_OWNER,
+    DELIVER_EVENT_WORKFLOW_TYPE,
     EXPORT_WORKFLOW_TYPE,
     FAIRNESS_KEY_BYTES,
     GPU_TASK_QUEUE,
@@ -136,8 +165,10 @@ from workflows.contract.vocabulary import (
     MAX_UPLOAD_PIXELS,
     NON_RETRYABLE_FAILURES,
     ORCHESTRATION_TASK_QUEUE,
+    PAID_TASK_QUEUE,
     PIPELINE_PATTERN,
     PRODUCTION_PRIORITY,
+    RECOVERY_PRIORITY,
     STICKY_WORKFLOW_TIMEOUT,
     UPGRADE_CHECK_INTERVAL,
     UPLOAD_MEDIA_TYPES,
@@ -153,6 +184,7 @@ from workflows.contract.vocabulary import (
 
 __all__ = [
     "ANONYMOUS_OWNER",
+    "DELIVER_EVENT_WORKFLOW_TYPE",
     "EXPORT_WORKFLOW_TYPE",
     "FAIRNESS_KEY_BYTES",
     "GPU_TASK_QUEUE",
@@ -170,10 +202,13 @@ __all__ = [
     "MAX_TAKES_PER_ACTION_TOTAL",
     "MAX_UPLOAD_BYTES",
     "MAX_UPLOAD_PIXELS",
+    "MAX_WEBHOOK_URL",
     "NON_RETRYABLE_FAILURES",
     "ORCHESTRATION_TASK_QUEUE",
+    "PAID_TASK_QUEUE",
     "PIPELINE_PATTERN",
     "PRODUCTION_PRIORITY",
+    "RECOVERY_PRIORITY",
     "STICKY_WORKFLOW_TIMEOUT",
     "UPGRADE_CHECK_INTERVAL",
     "UPLOAD_MEDIA_TYPES",
@@ -188,6 +223,9 @@ __all__ = [
     "ApproveStartFramesInput",
     "ArtifactRef",
     "AssembleEmojiInput",
+    "Budget",
+    "CallCause",
+    "CallOutcome",
     "CancelInput",
     "Candidate",
     "CandidateStatus",
@@ -201,6 +239,9 @@ __all__ = [
     "CustomAction",
     "CustomPrompt",
     "DeadlinePolicy",
+    "DeliverEventInput",
+    "DeploymentTerms",
+    "DescribeDeploymentInput",
     "DescribePipelineInput",
     "DropActionInput",
     "DroppedAction",
@@ -210,6 +251,7 @@ __all__ = [
     "EmojiSetInput",
     "EmojiSetResult",
     "EmojiSetState",
+    "EventType",
     "ExportPackageInput",
     "ExportSetInput",
     "ExportSetResult",
@@ -224,7 +266,10 @@ __all__ = [
     "GenerateStartFrameInput",
     "GeneratedCandidate",
     "GeneratedImages",
+    "GeneratorRole",
     "ImageCandidate",
+    "Ledger",
+    "LedgerSummary",
     "MatteCandidateResult",
     "MatteFrameInput",
     "MatteFrameOutput",
@@ -233,8 +278,10 @@ __all__ = [
     "MatteSlotOutput",
     "MatteVersion",
     "MatteVersionKey",
+    "ModelPrice",
     "PackageFileOutput",
     "PackageOutput",
+    "PaidCall",
     "Phase",
     "PickCandidateInput",
     "PickCharacterInput",
@@ -243,6 +290,7 @@ __all__ = [
     "PickTakeInput",
     "PipelineDescription",
     "PrepareUploadInput",
+    "PriceTable",
     "Prompt",
     "RefineFrameInput",
     "RefineMatteInput",
@@ -254,6 +302,8 @@ __all__ = [
     "RegenerateFrameInput",
     "RegenerateStartFrameInput",
     "ReviewPolicy",
+    "SecretName",
+    "SetEvent",
     "SetFailure",
     "StabiliseEmojiInput",
     "StabiliseEmojiOutput",
@@ -263,5 +313,9 @@ __all__ = [
     "TakeStatus",
     "TemporalMode",
     "UndoRefineInput",
+    "Usage",
+    "Webhook",
+    "calls_at_start",
     "fairness_key",
+    "url_problem",
 ]

@@ -15,6 +15,8 @@ from typing import Annotated
 from pydantic import Field, StringConstraints, model_validator
 
 from workflows.contract.base import ArtifactRef, _Model, _Request
+from workflows.contract.events import Webhook
+from workflows.contract.ledger import Budget, Usage
 from workflows.contract.messages import RefinePoint
 from workflows.contract.set_input import ActionSpec
 from workflows.contract.vocabulary import (
@@ -90,6 +92,7 @@ class GeneratedCandidate(_Model):
 class GeneratedImages(_Model):
     candidates: list[GeneratedCandidate]
     generator: str
+    usage: Usage | None = Field(default=None, description="What the call made, for the set's ledger.")
 
 
 class GenerateClipInput(_Request):
@@ -113,6 +116,7 @@ class ClipOutput(_Model):
     clip: ArtifactRef
     generator: str
     task_id: str | None = Field(default=None, description="The provider's task, for the operator.")
+    usage: Usage | None = Field(default=None, description="What the call made, for the set's ledger.")
 
 
 class ExtractFramesInput(_Request):
@@ -248,10 +252,12 @@ class StabiliseEmojiOutput(_Model):
     mattes: list[ArtifactRef] = Field(description="The stabilised cut-outs, in frame order.")
     changed_pixels: int = Field(default=0, description="Alpha values (0..255) that changed, over all frames.")
     elapsed_ms: float = 0.0
+    gpu_seconds: float = Field(default=0.0, description="How long it held a GPU (sam2 only; the set's ledger).")
 
 
 class MatteSlotOutput(_Model):
     results: list[MatteCandidateResult] = Field(description="In the order of the input's candidates.")
+    gpu_seconds: float = Field(default=0.0, description="How long the slot held its GPU (the set's ledger).")
 
 
 class RefineTarget(_Request):
@@ -289,6 +295,7 @@ class RefineMatteInput(_Request):
 class RefineMatteOutput(_Model):
     frames: list[MatteFrameOutput] = Field(description="The new versions, in the order of the input's frames.")
     refiner: str = Field(description="The click segmenter that ran.")
+    gpu_seconds: float = Field(default=0.0, description="How long the refinement held its GPU (the set's ledger).")
 
 
 class DescribePipelineInput(_Request):
@@ -305,6 +312,16 @@ class PipelineDescription(_Model):
     steps: list[str]
     device: str
     precision: str
+
+
+class DescribeDeploymentInput(_Request):
+    """Activity ``describe_deployment``: the deployment's terms for a new set (prices, default budget and webhook),
+    and a check of the set's own budget and webhook against them, before any paid work."""
+
+    generator: str
+    webhook: Webhook | None = None
+    budget: Budget | None = None
+    clip_seconds: float | None = Field(default=None, description="The set's clip length, to be priced as billed.")
 
 
 class AssembleEmojiInput(_Request):

@@ -13,6 +13,8 @@ from typing import Annotated
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from workflows.contract.base import ArtifactRef, _Model
+from workflows.contract.events import Webhook
+from workflows.contract.ledger import Budget, calls_at_start
 from workflows.contract.vocabulary import (
     MAX_ACTIONS,
     MAX_CANDIDATES_PER_SET,
@@ -131,12 +133,24 @@ class EmojiSetInput(_Model):
     image_size: int = Field(default=256, ge=64, le=1024, description="Edge of the square emoji frames, in pixels.")
     seed: int = Field(default=0, ge=0, lt=2**31)
     owner: Annotated[str, StringConstraints(strip_whitespace=True, max_length=200)] = ""
+    tier: Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{0,32}$")] = Field(
+        default="",
+        description="The owner's service tier, e.g. 'pro': its share of the queues is the tier's weight "
+        "(POPCON_FAIRNESS_WEIGHTS); empty = weight 1.",
+    )
     max_parallel_matting: int = Field(default=32, ge=1, le=512, description="Matting activities in flight at once.")
     review: ReviewPolicy = Field(default_factory=ReviewPolicy)
     export_targets: list[ExportTarget] = Field(
         default_factory=lambda: [ExportTarget.GENERIC, ExportTarget.LINE_EMOJI],
         min_length=1,
         description="The generic files and / or platform packages made when the set is approved.",
+    )
+    budget: Budget | None = Field(
+        default=None,
+        description="The most the set may spend (paid calls, estimated cost); None = the deployment's default.",
+    )
+    webhook: Webhook | None = Field(
+        default=None, description="Where the set's events go; None = the deployment's webhook, if it has one."
     )
 
     @field_validator("export_targets")
@@ -191,7 +205,20 @@ class EmojiSetInput(_Model):
                 f"a set has at most {MAX_CANDIDATES_PER_SET} frame candidates (frames x takes x (2 x neighbours + 1)), "
                 f"this one asks for {candidates}"
             )
+        needed = self.calls_at_start()
+        if self.budget is not None and self.budget.paid_calls is not None and self.budget.paid_calls < needed:
+            raise ValueError(
+                f"a budget of {self.budget.paid_calls} paid calls is below what the set needs at start: {needed} "
+                f"({'1 character, ' if self.character_prompt is not None else ''}{len(names)} start frame calls and "
+                f"{len(names) * self.takes_per_action} clips)"
+            )
         return self
+
+    def calls_at_start(self) -> int:
+        """The generator calls the set makes with no regeneration."""
+        return calls_at_start(
+            prompt=self.character_prompt is not None, actions=len(self.action_names()), takes=self.takes_per_action
+        )
 
     @classmethod
     def of_request(cls, data: object) -> EmojiSetInput:

@@ -15,6 +15,7 @@ from pydantic import Field
 
 from workflows.contract.activities import PackageOutput
 from workflows.contract.base import ArtifactRef, _Model
+from workflows.contract.ledger import DeploymentTerms, Ledger, LedgerSummary
 from workflows.contract.set_input import ActionSpec, EmojiSetInput
 
 # --- The state (the get_state query) -------------------------------------------------------------------------------
@@ -235,6 +236,11 @@ class EmojiSetState(_Model):
     )
     runs: int = Field(default=1, description="How many workflow runs (continue-as-new) this set has used.")
     dropped: list[DroppedAction] = Field(default_factory=list, description="Emoji taken out of the set, in order.")
+    ledger: Ledger = Field(default_factory=Ledger, description="What the set has spent: generator calls, GPU time.")
+    terms: DeploymentTerms | None = Field(
+        default=None, description="The deployment's prices, default budget and webhook, as the set found them."
+    )
+    events_sent: int = Field(default=0, description="Events sent to the set's webhook so far.")
 
     def frames(self) -> list[tuple[ActionState, FrameState]]:
         return [(action, frame) for action in self.actions for frame in action.frames]
@@ -302,3 +308,4 @@ class EmojiSetResult(_Model):
     emojis: list[EmojiOutput] = Field(default_factory=list)
     contact_sheet: ArtifactRef | None = None
     packages: list[PackageOutput] = Field(default_factory=list, description="One per platform export target.")
+    cost: LedgerSummary | None = Field(default=None, description="What the set spent (its ledger in figures).")

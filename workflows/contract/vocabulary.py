@@ -21,8 +21,12 @@ from temporalio.exceptions import ApplicationError
 
 ORCHESTRATION_TASK_QUEUE = "emoji-orchestration"
 GPU_TASK_QUEUE = "emoji-gpu"
+PAID_TASK_QUEUE = "emoji-paid"
+"""The generator calls (character, start frames, clips, frame edits): the provider is paid per call and rate-limits
+us, so the deployment bounds them on a queue of their own (``activities.settings.PaidGenerationSettings``)."""
 WORKFLOW_TYPE = "EmojiSet"
 EXPORT_WORKFLOW_TYPE = "ExportSet"
+DELIVER_EVENT_WORKFLOW_TYPE = "DeliverSetEvent"
 
 PRODUCTION_PRIORITY = 3
 """A set's task queue priority (Temporal's keys run from 1, first, to 5; 3 is its default): every activity of the
@@ -30,6 +34,10 @@ set has it unless it is :data:`INTERACTIVE_PRIORITY`."""
 INTERACTIVE_PRIORITY = 1
 """The priority of work a reviewer waits for (a regenerated start frame, a new take, a frame edit, a refinement):
 ahead of every set's production, on both queues."""
+RECOVERY_PRIORITY = 2
+"""The priority a restarted GPU worker gives the slots its lost predecessor was running (``gpu_activity_worker``
+recovery): ahead of every set's production, behind a reviewer's work, so interrupted work does not wait at the back of
+the queue."""
 ANONYMOUS_OWNER = "-"
 """The fairness key of a set without an owner: such sets share one key."""
 
@@ -38,10 +46,11 @@ FAIRNESS_KEY_BYTES = 64
 """The longest fairness key Temporal takes, in UTF-8 bytes (an owner may be longer)."""
 
 
-def fairness_key(owner: str) -> str:
-    """The fairness key of an owner's sets: each owner's tasks get an equal share of a queue, however many they
-    queued (Temporal's task queue fairness). An owner too long for a key is cut and told apart by a digest."""
-    key = owner or ANONYMOUS_OWNER
+def fairness_key(owner: str, tier: str = "") -> str:
+    """The fairness key of an owner's sets (in a tier, ``<tier>:<owner>``): each key's tasks get their share of a
+    queue (its tier's weight), however many it queued (Temporal's task queue fairness). A key too long is cut and told
+    apart by a digest."""
+    key = f"{tier}:{owner or ANONYMOUS_OWNER}" if tier else owner or ANONYMOUS_OWNER
     if len(key.encode()) <= FAIRNESS_KEY_BYTES:
         return key
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
@@ -114,6 +123,8 @@ class ActivityName(StrEnum):
     ASSEMBLE_EMOJI = "assemble_emoji"
     ASSEMBLE_CONTACT_SHEET = "assemble_contact_sheet"
     EXPORT_PACKAGE = "export_package"
+    DESCRIBE_DEPLOYMENT = "describe_deployment"
+    DELIVER_EVENT = "deliver_event"
 
 
 class FailureType(StrEnum):
@@ -163,6 +174,13 @@ class FailureType(StrEnum):
     EXPORT_DOES_NOT_FIT = "ExportDoesNotFit"
     """A set cannot meet a platform's rule (bytes, frames, set size): the message names the rule and the closest
     figure reached. Encoding the same frames again gives the same."""
+    WEBHOOK_UNAVAILABLE = "WebhookUnavailable"
+    """A webhook did not take the event this time (down, slow, a 5xx, 408, 409, 425 or 429, a DNS lookup that failed
+    for now, a TLS certificate refused): delivered again later."""
+    WEBHOOK_REFUSED = "WebhookRefused"
+    """A webhook cannot take the event: its secret is not configured, its host does not exist or its address is not
+    allowed (a private one), or the receiver answered that it never will (a redirect, a 4xx other than 408, 409, 425
+    and 429)."""
 
     @property
     def retryable(self) -> bool:
@@ -192,6 +210,7 @@ NON_RETRYABLE_FAILURES: frozenset[FailureType] = frozenset(
         FailureType.INVALID_JOB_OUTPUT,
         FailureType.DEPLOYMENT_MISCONFIGURED,
         FailureType.EXPORT_DOES_NOT_FIT,
+        FailureType.WEBHOOK_REFUSED,
     }
 )
 """The failures a retry cannot fix: the workflow's retry policies list exactly these."""

@@ -19,24 +19,64 @@ https://help.aliyun.com/zh/oss/support/0002-00000069 (an expired signed URL).
 
 Inside a Temporal activity a task is heartbeated as ``{"role": <role>, "task_id": <id>}`` (:class:`TaskHeartbeat`),
 so a retried attempt of the same activity polls the task it already paid for instead of submitting another.
+
+**Throttling.** A ``429`` or a ``Throttling*`` code (``Throttling.RateQuota``: over the model's requests per second;
+``Throttling.AllocationQuota``...) is waited out inside the call (:class:`Throttling`): ``Retry-After`` when the
+answer has one (plus a little spread, so that calls throttled together do not come back together), else exponential
+back-off with full jitter; the call gives up (:class:`~activities.generation.base.GenerationThrottled`, the
+workflow's retry policy then waits) only once its waits would pass ``max_wait_s`` in all. A throttled submit created
+no task; a throttled poll keeps its task.
+
+**The window left for a duplicate paid task.** After a submit is answered, the task id is heartbeated twice: through
+the worker (``activity.heartbeat``: throttled by the SDK, which sends the first heartbeat of an activity at once but
+holds a later one until ``max_heartbeat_throttle_interval``, 1 s, has passed since the last one sent; nothing an
+activity can call flushes it early) and directly, with ``RecordActivityTaskHeartbeat`` through the worker's client,
+which the call awaits before it polls (:meth:`TaskHeartbeat.record_now`). What remains:
+
+1. *A worker lost between the provider creating the task and that heartbeat reaching the server*: the time the
+   submit's answer takes to come back plus one heartbeat round trip to Temporal (milliseconds on a healthy network).
+   A retry then submits again.
+2. *A submit whose answer is lost* (a read timeout or a connection reset after the request was sent; perhaps also a
+   ``5xx`` answer): DashScope may have created the task, and nothing tells this call its id. DashScope documents no
+   idempotency key, client token or caller-chosen id for a submit; its batch task query (``GET {base_url}/tasks``)
+   selects tasks by time range, model, API key and status only, and promises no field of a listed task that would
+   tie it to one submit, so a retry could narrow its task down to "a task of this model created in these seconds",
+   which another worker's call may be as well; adopting a wrong one would give a set another set's images. Such a
+   call is logged as a warning and fails retryably; the retry submits again (a second task may be billed).
+3. If the direct heartbeat fails (Temporal unreachable), the worker's own heartbeat carries the id within 1 s.
+
+Sources: https://www.alibabacloud.com/help/en/model-studio/rate-limit and
+https://www.alibabacloud.com/help/en/model-studio/rate-limiting-best-practices (rate limits per model and account,
+``Requests rate limit exceeded``), https://www.alibabacloud.com/help/en/model-studio/manage-asynchronous-tasks (the
+task query, batch query and cancel APIs), the SDK's task list (``dashscope/client/base_api.py``, ``list``:
+``start_time``, ``end_time``, ``model_name``, ``api_key_id``, ``status``, ``page_no``, ``page_size``), Temporal's
+sdk-core ``activity_heartbeat_manager.rs`` (heartbeat throttling).
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
+import logging
+import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from datetime import timedelta
+from typing import Any, NoReturn, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
 from pydantic import SecretStr
 from temporalio import activity
+from temporalio.client import AsyncActivityCancelledError
+from temporalio.service import RPCError
 
 from activities.generation.base import GenerationError, GenerationRefused, GenerationThrottled
 from core.redact import redact, register_secret
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 API_KEY_ENV = "POPCON_DASHSCOPE_API_KEY"
 IN_PROGRESS = frozenset({"PENDING", "RUNNING", "SUSPENDED"})
@@ -55,6 +95,10 @@ OSS_EXPIRED_CODE = "0002-00000069"
 """OSS's error code for a signed URL past its expiry time (also sent as the ``x-oss-ec`` header)."""
 POLL_BACKOFF = 1.5
 """Each pause between two polls of a task is this much longer than the one before, up to the configured maximum."""
+RECORD_TIMEOUT = timedelta(seconds=10)
+"""How long the direct heartbeat of a new task id may take before the worker's own heartbeat is relied on."""
+NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
+"""Transport errors raised before a request left: a submit that failed so created no task."""
 
 
 class ResultExpired(GenerationError):
@@ -77,6 +121,31 @@ class Polling:
 
     interval_s: float
     max_interval_s: float
+
+
+@dataclass(frozen=True)
+class Throttling:
+    """How a call waits while DashScope throttles it (429, ``Throttling*``), before it gives up.
+
+    Attributes:
+        max_wait_s: The most one call waits in all over one run of throttled answers (a submit, or the polls
+            between two answered ones); a wait that would pass it is not started, the call raises
+            :class:`~activities.generation.base.GenerationThrottled` instead. 0: never wait.
+        first_backoff_s: Without ``Retry-After``, the first wait is random up to this; each later one up to twice
+            the one before (full jitter). With ``Retry-After``, the wait is it plus a random spread up to this.
+        max_backoff_s: The longest a wait without ``Retry-After`` may be drawn up to.
+    """
+
+    max_wait_s: float
+    first_backoff_s: float = 1.0
+    max_backoff_s: float = 30.0
+
+    def delay(self, retry_after_s: float | None, waits_before: int, rng: random.Random) -> float:
+        """The wait after a throttled answer, ``waits_before`` waits into the run."""
+        if retry_after_s is not None:
+            return retry_after_s + rng.uniform(0.0, self.first_backoff_s)
+        ceiling = min(self.max_backoff_s, self.first_backoff_s * 2.0**waits_before)
+        return rng.uniform(0.0, ceiling)
 
 
 @dataclass(frozen=True)
@@ -104,9 +173,45 @@ class TaskHeartbeat:
         return task_id if isinstance(task_id, str) and task_id else None
 
     def record(self, task_id: str | None) -> None:
-        """Heartbeat the task being waited for; ``None`` forgets it, so that a retry submits a new task."""
+        """Heartbeat the task being waited for; ``None`` forgets it, so that a retry submits a new task.
+
+        The heartbeat goes through the worker, which may hold it up to its heartbeat throttle interval (1 s) when
+        another was sent just before: a new task id goes with :meth:`record_now` instead."""
         if activity.in_activity():
-            activity.heartbeat({"role": self.role} if task_id is None else {"role": self.role, "task_id": task_id})
+            activity.heartbeat(self._details(task_id))
+
+    async def record_now(self, task_id: str) -> None:
+        """Heartbeat a task just created and return once Temporal's server has it.
+
+        The id is heartbeated through the worker (:meth:`record`: every later heartbeat, the worker's own
+        included, repeats it) and sent directly with the worker's client (``RecordActivityTaskHeartbeat``), which
+        the worker's heartbeat throttle does not hold back. Outside an activity, or without a client (a test's
+        ActivityEnvironment), only :meth:`record` happens. If the direct call fails, a warning is logged and the
+        worker's heartbeat carries the id within its throttle interval.
+        """
+        self.record(task_id)
+        if not activity.in_activity():
+            return
+        try:
+            client = activity.client()
+        except RuntimeError:
+            return
+        handle = client.get_async_activity_handle(task_token=activity.info().task_token)
+        try:
+            await handle.heartbeat(self._details(task_id), rpc_timeout=RECORD_TIMEOUT)
+        except AsyncActivityCancelledError:
+            pass  # recorded; the cancellation reaches the activity through the worker's own heartbeat
+        except RPCError as err:
+            logger.warning(
+                "DashScope %s task %s: recording it on the Temporal server failed (%s); the worker's next heartbeat "
+                "carries it",
+                self.role,
+                task_id,
+                err,
+            )
+
+    def _details(self, task_id: str | None) -> dict[str, str]:
+        return {"role": self.role} if task_id is None else {"role": self.role, "task_id": task_id}
 
 
 class TaskClient:
@@ -120,34 +225,43 @@ class TaskClient:
             registered with :func:`core.redact.register_secret`.
         base_url: The API root of the key's region, e.g. ``https://dashscope-intl.aliyuncs.com/api/v1``.
         polling: How tasks are polled.
+        throttling: How throttled submits and polls wait.
     """
 
-    def __init__(self, *, api_key: SecretStr | None, base_url: str, polling: Polling) -> None:
+    def __init__(self, *, api_key: SecretStr | None, base_url: str, polling: Polling, throttling: Throttling) -> None:
         register_secret(api_key)
         self._api_key = api_key
         self._base_url = base_url.rstrip("/")
         self._polling = polling
+        self._throttling = throttling
+        self._random = random.Random()
         self._client = httpx.AsyncClient(timeout=httpx.Timeout(60.0, connect=10.0))
 
     async def aclose(self) -> None:
         """Close the HTTP client."""
         await self._client.aclose()
 
-    async def submit(self, path: str, body: Mapping[str, Any]) -> str:
-        """Create a task; returns its id.
+    async def submit(
+        self, path: str, body: Mapping[str, Any], *, what: str = "", on_wait: Callable[[], None] = lambda: None
+    ) -> str:
+        """Create a task; returns its id. A throttled submit is tried again after a wait (see :class:`Throttling`).
 
         Args:
             path: The endpoint below the base URL, e.g. ``/services/aigc/text2image/image-synthesis``.
             body: The JSON body: ``model``, ``input``, ``parameters``.
+            what: What the task makes, for logs.
+            on_wait: Called before every wait for throttling (the caller heartbeats there).
 
         Raises:
             GenerationRefused: No API key, or the service refused the request (a 4xx answer but 408 and 429, in
                 JSON or not).
-            GenerationThrottled: The service is rate-limiting.
+            GenerationThrottled: The service was still rate-limiting after the longest wait allowed.
             GenerationError: Anything a retry may fix (server or network errors, a 2xx or 5xx answer that is not JSON,
                 JSON without a task id).
         """
-        answer = await self._call("POST", path, body)
+        answer = await self._unthrottled(
+            lambda: self._call("POST", path, body), f"the submit of {what or path}", on_wait
+        )
         task_id = _output(answer).get("task_id")
         if not isinstance(task_id, str) or not task_id:
             raise GenerationError(f"DashScope answered a submit to {path} without a task id: {quoted(answer, 300)}")
@@ -159,17 +273,21 @@ class TaskClient:
         Args:
             task_id: The task.
             timeout_s: How long to wait before giving up (retryably: the task goes on, a retry polls it again).
-            on_poll: Called after every poll (the caller heartbeats there).
+            on_poll: Called after every poll, and before every wait for throttling (the caller heartbeats there).
 
         Raises:
             GenerationError: The task did not end in time, a poll answered without a ``task_status``, or polling
-                failed (a refused, throttled or failed poll as for :meth:`submit`).
+                failed (a refused or failed poll as for :meth:`submit`; a throttled one once the waits allowed, or
+                the time left, ran out).
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         pause = self._polling.interval_s
         while True:
-            output = _output(await self._call("GET", f"/tasks/{task_id}"))
+            answer = await self._unthrottled(
+                lambda: self._call("GET", f"/tasks/{task_id}"), f"the polls of task {task_id}", on_poll, deadline
+            )
+            output = _output(answer)
             on_poll()
             status = output.get("task_status")
             if not isinstance(status, str) or not status:
@@ -222,6 +340,65 @@ class TaskClient:
             raise GenerationError(f"downloading {what} was cut short: {raw} of {declared} bytes")
         return b"".join(chunks)
 
+    async def _unthrottled(
+        self,
+        call: Callable[[], Awaitable[T]],
+        what: str,
+        on_wait: Callable[[], None],
+        deadline: float | None = None,
+    ) -> T:
+        """``call``'s answer, waiting and calling again while it is throttled: one INFO line when a run of throttled
+        answers begins and one when it ends, the waits between at DEBUG.
+
+        Raises:
+            GenerationThrottled: The next wait would pass :attr:`Throttling.max_wait_s` (or ``deadline``, on the
+                event loop's clock); ``retry_after_s`` is the service's last ``Retry-After``.
+        """
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        give_up_at = began + self._throttling.max_wait_s
+        if deadline is not None:
+            give_up_at = min(give_up_at, deadline)
+        throttled = 0
+        while True:
+            try:
+                answer = await call()
+            except GenerationThrottled as err:
+                delay = self._throttling.delay(err.retry_after_s, throttled, self._random)
+                waited = loop.time() - began
+                if loop.time() + delay > give_up_at:
+                    if throttled:
+                        logger.info(
+                            "DashScope still throttles %s after %d answer(s) and %.1f s: giving up",
+                            what,
+                            throttled + 1,
+                            waited,
+                        )
+                    raise GenerationThrottled(
+                        f"{err} (throttled {throttled + 1} time(s) in {waited:.1f} s; a call waits at most "
+                        f"{self._throttling.max_wait_s:g} s)",
+                        retry_after_s=err.retry_after_s,
+                    ) from err
+                if throttled == 0:
+                    logger.info(
+                        "DashScope throttles %s (%s); backing off %.1f s, for up to %g s in all",
+                        what,
+                        err,
+                        delay,
+                        self._throttling.max_wait_s,
+                    )
+                else:
+                    logger.debug("DashScope throttles %s again; backing off %.1f s", what, delay)
+                throttled += 1
+                on_wait()
+                await asyncio.sleep(delay)
+                continue
+            if throttled:
+                logger.info(
+                    "DashScope took %s after %d throttled answer(s) and %.1f s", what, throttled, loop.time() - began
+                )
+            return answer
+
     def _key(self) -> str:
         key = self._api_key.get_secret_value() if self._api_key is not None else ""
         if not key:
@@ -234,8 +411,15 @@ class TaskClient:
             headers["X-DashScope-Async"] = "enable"
         try:
             response = await self._client.request(method, self._base_url + path, headers=headers, json=body)
-        except httpx.HTTPError as exc:
+        except NOT_SENT as exc:
             raise GenerationError(f"DashScope {method} {path} failed: {type(exc).__name__}: {exc}") from exc
+        except httpx.HTTPError as exc:
+            text = f"DashScope {method} {path} failed: {type(exc).__name__}: {exc}"
+            if method == "POST":
+                # Sent, answer lost: the service may have made a task nothing here can find (see the module's notes).
+                text += "; the request was sent, so DashScope may have created (and may bill) a task left unknown"
+                logger.warning("%s", text)
+            raise GenerationError(text) from exc
         retry_after_s = _retry_after_s(response)
         try:
             answer = response.json()

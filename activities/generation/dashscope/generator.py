@@ -18,6 +18,7 @@ from activities.generation.dashscope.api import (
     ResultExpired,
     TaskClient,
     TaskHeartbeat,
+    Throttling,
     quoted,
     task_error,
 )
@@ -33,7 +34,13 @@ from activities.generation.dashscope.prompts import (
     start_frame_prompt,
 )
 from activities.settings import DashScopeSettings
-from workflows.contract import EditFrameInput, GenerateCharacterInput, GenerateClipInput, GenerateStartFrameInput
+from workflows.contract import (
+    EditFrameInput,
+    GenerateCharacterInput,
+    GenerateClipInput,
+    GenerateStartFrameInput,
+    GeneratorRole,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +81,8 @@ CLIP_MODELS: dict[str, ClipModel] = {
 }
 """The documented image-to-video models. Another model name is sent as it is, without ``duration`` (the service's
 default, 5 s for every model above) and without ``audio``."""
+DEFAULT_CLIP_SECONDS = 5
+"""The clip length DashScope makes (and bills) when no ``duration`` is sent: 5 s for every documented model."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +116,13 @@ def clip_duration(model: str, seconds: float) -> int | None:
     return min(known.durations, key=lambda duration: (abs(duration - seconds), duration))
 
 
+def billed_clip_seconds(model: str, seconds: float) -> int:
+    """The clip length DashScope makes and bills for a clip asked of ``model`` for ``seconds``: the ``duration``
+    sent (:func:`clip_duration`), or the service's default (:data:`DEFAULT_CLIP_SECONDS`) when none is sent."""
+    duration = clip_duration(model, seconds)
+    return DEFAULT_CLIP_SECONDS if duration is None else duration
+
+
 class DashScopeGenerator:
     """Generator backed by DashScope's Wan models through the asynchronous task API.
 
@@ -122,6 +138,7 @@ class DashScopeGenerator:
         polling: How tasks are polled.
         image_timeout_s: How long one image call waits for its task before failing (retryably).
         clip_timeout_s: How long one clip call waits for its task before failing (retryably).
+        throttling: How a throttled submit or poll waits before the call fails as throttled.
     """
 
     name: ClassVar[str] = "dashscope"
@@ -136,8 +153,9 @@ class DashScopeGenerator:
         polling: Polling,
         image_timeout_s: float,
         clip_timeout_s: float,
+        throttling: Throttling,
     ) -> None:
-        self._tasks = TaskClient(api_key=api_key, base_url=base_url, polling=polling)
+        self._tasks = TaskClient(api_key=api_key, base_url=base_url, polling=polling, throttling=throttling)
         self._models = models
         self._clip_resolution = clip_resolution
         self._image_timeout_s = image_timeout_s
@@ -159,7 +177,21 @@ class DashScopeGenerator:
             polling=Polling(settings.dashscope_poll_interval_s, settings.dashscope_poll_max_interval_s),
             image_timeout_s=settings.dashscope_image_timeout_s,
             clip_timeout_s=settings.dashscope_clip_timeout_s,
+            throttling=Throttling(max_wait_s=settings.dashscope_throttle_wait_s),
         )
+
+    def clip_seconds(self, asked: float) -> float:
+        """What DashScope makes and bills for a clip asked of ``asked`` seconds (:func:`billed_clip_seconds`)."""
+        return billed_clip_seconds(self._models.clip, asked)
+
+    def model(self, role: GeneratorRole) -> str:
+        """The model ``role`` calls (``POPCON_DASHSCOPE_<ROLE>_MODEL``), as the set's cost ledger prices it."""
+        return {
+            GeneratorRole.CHARACTER: self._models.character,
+            GeneratorRole.START_FRAME: self._models.start_frame,
+            GeneratorRole.EDIT_FRAME: self._models.edit_frame,
+            GeneratorRole.CLIP: self._models.clip,
+        }[role]
 
     async def aclose(self) -> None:
         """Close the HTTP client."""
@@ -315,13 +347,15 @@ class DashScopeGenerator:
         model: str,
         what: str,
     ) -> str:
-        """The task of this call: the one a previous attempt heartbeated, else a new one (heartbeated at once)."""
+        """The task of this call: the one a previous attempt heartbeated, else a new one, on Temporal's server before
+        anything else happens (:meth:`TaskHeartbeat.record_now`)."""
         task_id = beat.resumed()
         if task_id is not None:
             logger.info("resuming DashScope %s task %s for %s", beat.role, task_id, what)
             return task_id
-        task_id = await self._tasks.submit(path, await body())
-        beat.record(task_id)
+        submitted = await body()
+        task_id = await self._tasks.submit(path, submitted, what=what, on_wait=lambda: beat.record(None))
+        await beat.record_now(task_id)
         logger.info("submitted DashScope %s task %s (%s) for %s", beat.role, task_id, model, what)
         return task_id
 

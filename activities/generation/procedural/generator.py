@@ -9,7 +9,13 @@ from typing import ClassVar
 from activities.generation.base import GeneratedClip, GeneratedImage
 from activities.generation.procedural.clip import clip_mp4
 from activities.generation.procedural.stills import character_images, edited_frames, start_frame_images
-from workflows.contract import EditFrameInput, GenerateCharacterInput, GenerateClipInput, GenerateStartFrameInput
+from workflows.contract import (
+    EditFrameInput,
+    GenerateCharacterInput,
+    GenerateClipInput,
+    GenerateStartFrameInput,
+    GeneratorRole,
+)
 
 
 class ProceduralGenerator:
@@ -19,6 +25,14 @@ class ProceduralGenerator:
     """
 
     name: ClassVar[str] = "procedural"
+
+    def model(self, role: GeneratorRole) -> str:
+        """One model for every role, ``procedural`` (free: the default price table prices it at 0)."""
+        return "procedural"
+
+    def clip_seconds(self, asked: float) -> float:
+        """Clips of the length asked."""
+        return asked
 
     async def character(self, request: GenerateCharacterInput) -> list[GeneratedImage]:
         """``request.count`` characters of ``request.prompt`` standing at rest on white (see

@@ -4,11 +4,13 @@ real Temporal server with a real retry."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 import email.utils
 import functools
 import io
+import itertools
 import logging
 import re
 import socket
@@ -46,8 +48,8 @@ from activities.generation.dashscope import (
     clip_duration,
     create_dashscope_generator,
 )
-from activities.generation.dashscope.api import Polling
-from activities.generation.dashscope.generator import generation_edge
+from activities.generation.dashscope.api import Polling, Throttling
+from activities.generation.dashscope.generator import billed_clip_seconds, generation_edge
 from activities.generation.dashscope.prompts import (
     CHARACTER_FRAMING,
     CLIP_NEGATIVE,
@@ -62,7 +64,7 @@ from activities.settings import DashScopeSettings
 from core.connection import connect
 from core.redact import REDACTED, redact
 from core.settings import TemporalSettings
-from testkit.dashscope_standin import FakeDashScope, Kind, TaskScript, clip_mp4, seed_colour
+from testkit.dashscope_standin import RATE_QUOTA_MESSAGE, FakeDashScope, Kind, TaskScript, clip_mp4, seed_colour
 from workflows.contract import (
     ActionSpec,
     ArtifactRef,
@@ -72,6 +74,7 @@ from workflows.contract import (
     GenerateCharacterInput,
     GenerateClipInput,
     GenerateStartFrameInput,
+    GeneratorRole,
 )
 from workflows.presets import CLIP_DIRECTION, PRESETS
 
@@ -190,6 +193,7 @@ def make_generator(
     models: DashScopeModels = MODELS,
     clip_resolution: str = "720P",
     timeout_s: float = 10.0,
+    throttle_wait_s: float = 10.0,
 ) -> DashScopeGenerator:
     return DashScopeGenerator(
         api_key=None if api_key is None else SecretStr(api_key),
@@ -199,6 +203,7 @@ def make_generator(
         polling=Polling(interval_s=0.01, max_interval_s=0.05),
         image_timeout_s=timeout_s,
         clip_timeout_s=timeout_s,
+        throttling=Throttling(max_wait_s=throttle_wait_s, first_backoff_s=0.01, max_backoff_s=0.05),
     )
 
 
@@ -502,6 +507,41 @@ def test_long_prompts_are_cut_before_the_framing() -> None:
     assert prompt.endswith(CHARACTER_FRAMING)
 
 
+# --- What a call bills ---------------------------------------------------------------------------------------------
+
+
+def test_each_role_names_the_model_it_calls(generator: DashScopeGenerator) -> None:
+    assert {role: generator.model(role) for role in GeneratorRole} == {
+        GeneratorRole.CHARACTER: MODELS.character,
+        GeneratorRole.START_FRAME: MODELS.start_frame,
+        GeneratorRole.EDIT_FRAME: MODELS.edit_frame,
+        GeneratorRole.CLIP: MODELS.clip,
+    }
+
+
+@pytest.mark.parametrize(
+    ("model", "seconds", "billed"),
+    [
+        ("wan2.6-i2v-flash", 4.2, 4),
+        ("wan2.6-i2v", 4.0, 5),
+        ("wan2.5-i2v-preview", 8.0, 10),
+        ("some-future-i2v", 4.0, 5),  # no duration sent: the service's default
+        ("some-future-i2v", 12.0, 5),
+    ],
+)
+def test_a_clip_bills_the_duration_asked_or_the_default(model: str, seconds: float, billed: int) -> None:
+    assert billed_clip_seconds(model, seconds) == billed
+
+
+async def test_a_clip_bills_the_seconds_the_service_was_asked_for(
+    fake: FakeDashScope, generator: DashScopeGenerator
+) -> None:
+    await generator.clip(clip_request(seconds=4.2), CHARACTER_PNG)
+
+    (accepted,) = fake.submit_log
+    assert generator.clip_seconds(4.2) == accepted.seconds == 4
+
+
 # --- Failure answers -----------------------------------------------------------------------------------------------
 
 
@@ -522,22 +562,23 @@ async def test_refused_submits_are_not_retryable(
 
 @pytest.mark.parametrize("role", ROLES)
 @pytest.mark.parametrize("http_date", [False, True])
-async def test_throttled_submits_carry_retry_after(
+async def test_a_throttle_longer_than_a_call_waits_fails_it_with_retry_after(
     fake: FakeDashScope, generator: DashScopeGenerator, role: Role, http_date: bool
 ) -> None:
-    # Retry-After is either delta-seconds or an HTTP date.
-    retry_after = email.utils.formatdate(time.time() + 30, usegmt=True) if http_date else "7"
+    # Retry-After is either delta-seconds or an HTTP date; either is past the 10 s this generator's calls wait.
+    retry_after = email.utils.formatdate(time.time() + 30, usegmt=True) if http_date else "17"
     fake.script_error(
         "submit", 429, "Throttling.RateQuota", "Requests rate limit exceeded.", headers={"Retry-After": retry_after}
     )
 
-    with pytest.raises(GenerationThrottled) as caught:
+    waited_at_most = r"throttled 1 time\(s\) in [\d.]+ s; a call waits at most 10 s"
+    with pytest.raises(GenerationThrottled, match=waited_at_most) as caught:
         await call(generator, role)
 
     assert caught.value.failure_type is FailureType.GENERATION_THROTTLED and caught.value.failure_type.retryable
-    expected = 30.0 if http_date else 7.0
+    expected = 30.0 if http_date else 17.0
     assert caught.value.retry_after_s is not None and expected - 2 <= caught.value.retry_after_s <= expected
-    assert fake.tasks == {}
+    assert fake.tasks == {} and len(fake.submits()) == 1, "no wait was started: the call failed at once"
     await call(generator, role)  # a later attempt goes through
     assert len(fake.submits()) == 2
 
@@ -554,7 +595,6 @@ async def test_throttled_submits_carry_retry_after(
 )
 async def test_error_answers_map_by_status_and_code(
     fake: FakeDashScope,
-    generator: DashScopeGenerator,
     endpoint: Literal["submit", "task"],
     status: int,
     code: str,
@@ -563,7 +603,8 @@ async def test_error_answers_map_by_status_and_code(
     fake.script_error(endpoint, status, code, "scripted failure")
 
     with pytest.raises(GenerationError) as caught:
-        await call(generator, "clip")
+        async with aclosing(make_generator(fake.base_url, throttle_wait_s=0)) as impatient:  # throttling not waited
+            await call(impatient, "clip")
 
     assert type(caught.value) is expected
     assert caught.value.failure_type.retryable is (expected is not GenerationRefused)
@@ -661,13 +702,12 @@ async def test_an_answer_that_is_not_json_is_a_retryable_error(
         assert len(fake.submits()) == 1
 
 
-async def test_a_throttling_answer_that_is_not_json_is_still_throttling(
-    fake: FakeDashScope, generator: DashScopeGenerator
-) -> None:
+async def test_a_throttling_answer_that_is_not_json_is_still_throttling(fake: FakeDashScope) -> None:
     fake.script_not_json("submit", status=429)
 
     with pytest.raises(GenerationThrottled):
-        await call(generator, "character")
+        async with aclosing(make_generator(fake.base_url, throttle_wait_s=0)) as impatient:
+            await call(impatient, "character")
 
 
 @pytest.mark.parametrize("endpoint", ["submit", "task"])
@@ -886,6 +926,98 @@ async def test_network_errors_are_retryable() -> None:
             await call(unreachable, "clip")
 
     assert caught.value.failure_type.retryable
+    assert "may have created" not in str(caught.value), "a request never sent made no task"
+
+
+# --- Throttling is waited out; a paid task is made once -----------------------------------------------------------
+
+API_LOGGER = "activities.generation.dashscope.api"
+
+
+@pytest.mark.parametrize("role", ["character", "clip"])
+@pytest.mark.parametrize("retry_after", ["0.2", None], ids=["retry-after", "backoff"])
+async def test_a_throttled_submit_backs_off_and_its_task_is_made_once(
+    fake: FakeDashScope, role: Role, retry_after: str | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=API_LOGGER)
+    headers = None if retry_after is None else {"Retry-After": retry_after}
+    fake.script_error("submit", 429, "Throttling.RateQuota", RATE_QUOTA_MESSAGE, times=2, headers=headers)
+    attempt = Attempt()
+
+    async with aclosing(make_generator(fake.base_url)) as generator:
+        await attempt.run(generator, role)
+
+    assert [record.outcome for record in fake.submit_log] == ["throttled", "throttled", "accepted"]
+    (task_id,) = fake.tasks
+    # Each wait heartbeats (no task yet); the task is heartbeated as soon as its submit is answered.
+    assert attempt.heartbeats[:3] == [{"role": role}, {"role": role}, {"role": role, "task_id": task_id}]
+    if retry_after is not None:
+        times = [record.at for record in fake.submit_log]
+        assert all(later - earlier >= 0.2 for earlier, later in itertools.pairwise(times))
+    said = [record.getMessage() for record in caplog.records if record.name == API_LOGGER]
+    assert len([line for line in said if line.startswith("DashScope throttles")]) == 1, "one line per wait, not per try"
+    assert any(line.startswith("DashScope took the submit of") and "after 2 throttled" in line for line in said)
+
+
+async def test_a_throttle_outlasting_the_wait_allowed_fails_the_call(fake: FakeDashScope) -> None:
+    fake.script_error(
+        "submit", 429, "Throttling.RateQuota", RATE_QUOTA_MESSAGE, times=50, headers={"Retry-After": "0.2"}
+    )
+
+    async with aclosing(make_generator(fake.base_url, throttle_wait_s=0.5)) as generator:
+        with pytest.raises(GenerationThrottled, match=r"a call waits at most 0\.5 s") as caught:
+            await call(generator, "character")
+
+    assert caught.value.retry_after_s == pytest.approx(0.2)
+    assert caught.value.failure_type is FailureType.GENERATION_THROTTLED and caught.value.failure_type.retryable
+    assert 2 <= len(fake.submits()) <= 3 and fake.tasks == {}
+
+
+async def test_throttled_polls_back_off_and_keep_the_task(fake: FakeDashScope) -> None:
+    fake.script_error("task", 429, "Throttling", RATE_QUOTA_MESSAGE, times=3)
+    attempt = Attempt()
+
+    async with aclosing(make_generator(fake.base_url)) as generator:
+        clip = await attempt.run(generator, "clip")
+
+    (task_id,) = fake.tasks
+    assert isinstance(clip, GeneratedClip) and clip.task_id == task_id and len(fake.submits()) == 1
+    assert attempt.heartbeats and all(beat == {"role": "clip", "task_id": task_id} for beat in attempt.heartbeats)
+
+
+async def test_polls_throttled_past_the_wait_allowed_fail_the_call_and_the_retry_resumes(
+    fake: FakeDashScope,
+) -> None:
+    fake.script_error("task", 429, "Throttling", RATE_QUOTA_MESSAGE, times=2, headers={"Retry-After": "0.2"})
+    async with aclosing(make_generator(fake.base_url, throttle_wait_s=0.3)) as generator:
+        first = Attempt()
+        with pytest.raises(GenerationThrottled):
+            await first.run(generator, "clip")
+        (task_id,) = fake.tasks
+        assert first.heartbeats[-1] == {"role": "clip", "task_id": task_id}, "the paid task is kept"
+
+        clip = await Attempt(first).run(generator, "clip")
+
+    assert isinstance(clip, GeneratedClip) and clip.task_id == task_id and len(fake.submits()) == 1
+
+
+async def test_a_submit_whose_answer_is_lost_is_retried_and_may_pay_twice(
+    fake: FakeDashScope, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The window the provider leaves: the task exists, its id never came back, and nothing can find it.
+    caplog.set_level(logging.WARNING, logger=API_LOGGER)
+    fake.lose_answers()
+    async with aclosing(make_generator(fake.base_url)) as generator:
+        first = Attempt()
+        with pytest.raises(GenerationError, match="the request was sent, so DashScope may have created") as caught:
+            await first.run(generator, "character")
+        assert type(caught.value) is GenerationError and caught.value.failure_type.retryable
+        assert first.heartbeats == []
+
+        await Attempt(first).run(generator, "character")
+
+    assert len(fake.tasks) == 2
+    assert "may have created (and may bill) a task left unknown" in caplog.text
 
 
 # --- The key stays with the API ------------------------------------------------------------------------------------
@@ -1027,6 +1159,64 @@ async def test_a_real_retry_resumes_or_replaces_the_clip_task(
     assert len(fake.submits()) == submits
     last_task = list(fake.tasks)[-1]
     assert run == ClipRun(task_id=last_task, size=len(clip_mp4(fake.tasks[last_task].seed)), attempt=2)
+
+
+class CharacterActivity:
+    """A ``generate_character``-like activity that heartbeats before its call, so the worker holds its next
+    heartbeat for the worker's throttle interval."""
+
+    def __init__(self, generator: DashScopeGenerator) -> None:
+        self.generator = generator
+
+    @activity.defn(name="dashscope_test_character")
+    async def character(self, request: GenerateCharacterInput) -> int:
+        activity.heartbeat("started")
+        return len(await self.generator.character(request))
+
+
+@workflow.defn(name="DashScopeTestCharacter", sandboxed=False)
+class CharacterWorkflow:
+    @workflow.run
+    async def run(self, request: GenerateCharacterInput) -> int:
+        return await workflow.execute_activity(
+            "dashscope_test_character",
+            request,
+            result_type=int,
+            start_to_close_timeout=timedelta(seconds=60),
+            heartbeat_timeout=timedelta(minutes=2),
+        )
+
+
+async def test_the_task_id_is_on_the_server_before_the_first_poll(
+    dev_server: WorkflowEnvironment, fake: FakeDashScope
+) -> None:
+    # The worker's heartbeat throttle is 60 s and a heartbeat went just before the submit: only the direct
+    # RecordActivityTaskHeartbeat can have put the new task id on the server by the time the first poll is made.
+    client = dev_server.client
+    queue = f"dashscope-{uuid.uuid4().hex[:8]}"
+    fake.hold("task")
+    async with aclosing(make_generator(fake.base_url)) as generator:
+        worker = Worker(
+            client,
+            task_queue=queue,
+            workflows=[CharacterWorkflow],
+            activities=[CharacterActivity(generator).character],
+            workflow_runner=UnsandboxedWorkflowRunner(),
+            max_heartbeat_throttle_interval=timedelta(seconds=60),
+            default_heartbeat_throttle_interval=timedelta(seconds=60),
+        )
+        async with worker:
+            handle = await client.start_workflow(CharacterWorkflow.run, character_request(), id=queue, task_queue=queue)
+            async with asyncio.timeout(30):
+                while fake.waiting("task") == 0:
+                    await asyncio.sleep(0.01)
+            (task_id,) = fake.tasks
+            (pending,) = (await handle.describe()).raw_description.pending_activities
+            details = await client.data_converter.decode(pending.heartbeat_details.payloads)
+            fake.release("task")
+            assert await handle.result() == 2
+
+    assert details == [{"role": "character", "task_id": task_id}]
 
 
 async def test_an_activity_refused_for_its_key_leaves_no_key_in_the_history(dev_server: WorkflowEnvironment) -> None:

@@ -107,10 +107,19 @@ def result_of(job: Job) -> MatteFrameOutput:
     return result_for(key)
 
 
+def execution_ms(job: Job) -> int:
+    """A finished job's ``executionTime``, as the stand-in reports it."""
+    assert job.started_at is not None and job.finished_at is not None
+    return round((job.finished_at - job.started_at) * 1000)
+
+
 def completed(*jobs: Job) -> MatteSlotOutput:
-    """The activity's result when ``jobs`` (in candidate order) all completed."""
+    """The activity's result when ``jobs`` (in candidate order) all completed; its GPU seconds are their time on the
+    endpoint's workers as RunPod reports it (``executionTime``, whole milliseconds)."""
+    executed_ms = sum(execution_ms(job) for job in jobs)
     return MatteSlotOutput(
-        results=[MatteCandidateResult(output=result_for(key)) for job in jobs for key in keys_of(job)]
+        results=[MatteCandidateResult(output=result_for(key)) for job in jobs for key in keys_of(job)],
+        gpu_seconds=round(executed_ms / 1000, 4),
     )
 
 

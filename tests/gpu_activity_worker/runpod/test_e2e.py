@@ -55,7 +55,7 @@ from testkit.runpod_standin import (
 )
 from testkit.s3 import S3_KEYS, s3_server
 from testkit.set_keys import matte_key, source_key
-from testkit.stack import wait_for_phase
+from testkit.stack import standin_paid_queue, wait_for_phase
 from workflows.contract import (
     ArtifactRef,
     CandidateStatus,
@@ -162,7 +162,9 @@ async def runpod_stack(
     )
     client = await namespace_client(dev_server)
     store = open_store(artifacts)
-    orchestration, generation = build_worker(client, OrchestrationSettings(_env_file=None), store)
+    orchestration, generation = build_worker(
+        client, OrchestrationSettings(_env_file=None), store, paid=standin_paid_queue()
+    )
     dispatcher_worker, dispatcher = build_dispatcher_worker(client, settings, store, inline=False)
     async with orchestration, dispatcher_worker:
         yield RunPodStack(client, EmojiSetClient(client), store, endpoint)
