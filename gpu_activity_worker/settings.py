@@ -26,12 +26,28 @@ class GpuWorkerSettings(PopconSettings):
     matting_max_batch: int = Field(default=1, ge=1, le=64, description="Micro-batch size on the GPU; 1 = off.")
     matting_batch_wait_ms: float = Field(default=5.0, ge=0, le=1000, description="Longest wait to fill a batch.")
     model_dir: Path = Field(default=DEFAULT_DATA_DIR / "models", description="Offline model weights folder.")
+    gpu_journal_dir: str | None = Field(
+        default=None,
+        description="Where a GPU worker journals the activities it runs, so the next one started on this machine "
+        "brings a lost worker's back at once (gpu_activity_worker.recovery); unset = <data_dir>/gpu-journal, "
+        "empty = off.",
+    )
 
     @field_validator("gpu_prefetch", mode="before")
     @classmethod
     def _empty_is_default(cls, value: object) -> object:
         """``POPCON_GPU_PREFETCH=`` (empty, as compose passes an unset variable) means the default."""
         return None if value == "" else value
+
+    def journal_folder(self, data_dir: Path) -> Path | None:
+        """The folder of the running-activity journals (:mod:`gpu_activity_worker.recovery`); ``None`` when off.
+
+        Args:
+            data_dir: The process's data folder (``ArtifactSettings.data_dir``): unset, the journals live under it.
+        """
+        if self.gpu_journal_dir is None:
+            return data_dir / "gpu-journal"
+        return Path(self.gpu_journal_dir) if self.gpu_journal_dir else None
 
     def gpu_prefetch_frames(self) -> int:
         return self.gpu_concurrency if self.gpu_prefetch is None else self.gpu_prefetch

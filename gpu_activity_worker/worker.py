@@ -23,6 +23,7 @@ from core.versioning import Role, promote_on_start, worker_deployment
 from gpu_activity_worker.activities import MattingActivities
 from gpu_activity_worker.engines import StepRegistry, builtin_steps
 from gpu_activity_worker.pipeline import Pipelines
+from gpu_activity_worker.recovery import JournalRunning, RunningJournal, start_journal
 from gpu_activity_worker.settings import GpuWorkerSettings
 from workflows.contract import GPU_TASK_QUEUE, HEARTBEAT_INTERVAL
 
@@ -34,6 +35,7 @@ def build_gpu_worker(
     *,
     steps: StepRegistry | None = None,
     deployment: WorkerDeploymentConfig | None = None,
+    journal: RunningJournal | None = None,
 ) -> tuple[Worker, MattingActivities]:
     """A worker serving the GPU queue with the in-process engines: ``gpu_concurrency`` frame slots on the GPU (each
     ``matte_slot`` activity one turn for all its candidates, ``matting_max_batch`` of them at once), and up to
@@ -46,6 +48,9 @@ def build_gpu_worker(
         steps: The steps pipelines may use; ``None`` is :func:`~gpu_activity_worker.engines.builtin_steps`.
         deployment: The Worker Deployment Version it serves (:func:`core.versioning.worker_deployment`); ``None`` is
             an unversioned worker.
+        journal: This process's journal of running activities (:mod:`gpu_activity_worker.recovery`): every activity
+            is recorded there while it runs, so the next GPU worker started on this machine brings it back at once if
+            this one is lost; ``None``: none is kept.
 
     Returns:
         The worker and its activities (close them once the worker has stopped).
@@ -72,7 +77,7 @@ def build_gpu_worker(
         ),
         # One open poll per activity slot: one that frees up takes the next frame slot at once, not after a poller.
         activity_task_poller_behavior=PollerBehaviorSimpleMaximum(maximum=matting.slot_supplier.max_slots),
-        interceptors=[KeepBeating()],
+        interceptors=[KeepBeating(), *([JournalRunning(journal)] if journal is not None else [])],
         max_heartbeat_throttle_interval=HEARTBEAT_INTERVAL,
         default_heartbeat_throttle_interval=HEARTBEAT_INTERVAL,
         graceful_shutdown_timeout=timedelta(seconds=60),
@@ -82,19 +87,30 @@ def build_gpu_worker(
 
 
 async def main(steps: StepRegistry | None = None) -> None:
-    """Run the GPU worker from its settings until SIGTERM / SIGINT; ``steps`` as for :func:`build_gpu_worker`."""
+    """Run the GPU worker from its settings until SIGTERM / SIGINT; ``steps`` as for :func:`build_gpu_worker`.
+
+    Before it polls, it opens its journal of running activities and brings back what its lost predecessors on this
+    machine were running (:func:`~gpu_activity_worker.recovery.start_journal`), unless ``POPCON_GPU_JOURNAL_DIR`` is
+    empty.
+    """
     observability = ObservabilitySettings()
     configure_logging(observability.log_level)
     client = await connect(TemporalSettings(), temporal_runtime(observability.metrics_bind))
     deployment = DeploymentSettings()
+    settings, artifacts = GpuWorkerSettings(), ArtifactSettings()
+    folder = settings.journal_folder(artifacts.data_dir)
+    journal = await start_journal(client, folder) if folder is not None else None
     worker, matting = build_gpu_worker(
         client,
-        GpuWorkerSettings(),
-        open_store(ArtifactSettings()),
+        settings,
+        open_store(artifacts),
         steps=steps,
         deployment=worker_deployment(deployment, Role.GPU),
+        journal=journal,
     )
     try:
         await serve_until_signalled(worker, lambda: promote_on_start(client, deployment, Role.GPU))
     finally:
         matting.close()
+        if journal is not None:
+            journal.close()
