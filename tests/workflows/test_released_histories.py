@@ -56,6 +56,9 @@ def test_every_payload_of_a_released_history_decodes_and_keeps_its_fields(record
     for position, payloads in history_payloads(recorded.history):
         assert position in positions, f"{position} (held by {_id(recorded)}) is no longer part of the contract"
         hint = positions[position]
+        if hint is None:  # a message that takes nothing (attach): nothing to decode
+            assert not payloads, f"{position} of {_id(recorded)} carries payloads"
+            continue
         try:
             converter.from_payloads(payloads, [hint])
         except ValidationError:
