@@ -42,6 +42,7 @@ from workflows.contract import (
     GenerateStartFrameInput,
     GeneratorRole,
     PrepareUploadInput,
+    TemporalMode,
     Usage,
 )
 
@@ -57,6 +58,7 @@ class ProductionActivities:
         costs: The prices and default budget a new set is told; ``None`` reads ``POPCON_PRICES`` and
             ``POPCON_BUDGET_*``.
         webhooks: The deployment's webhook and secrets; ``None`` reads ``POPCON_WEBHOOK_*``.
+        default_temporal: The temporal mode a new set that names none is told.
     """
 
     def __init__(
@@ -66,8 +68,10 @@ class ProductionActivities:
         *,
         costs: CostSettings | None = None,
         webhooks: WebhookSettings | None = None,
+        default_temporal: TemporalMode = TemporalMode.STABILISE,
     ) -> None:
         self._store = store
+        self._default_temporal = default_temporal
         self._registry = builtin_generators() if generators is None else generators
         self._costs = CostSettings() if costs is None else costs
         self._webhooks = WebhookSettings() if webhooks is None else webhooks
@@ -100,10 +104,10 @@ class ProductionActivities:
     @activity.defn(name=ActivityName.DESCRIBE_DEPLOYMENT)
     async def describe_deployment(self, request: DescribeDeploymentInput) -> DeploymentTerms:
         """The deployment's terms for a new set: its prices, the models of the set's generator and the clip length
-        it bills, the default budget, whether it has a webhook (no models for a generator that does not exist:
-        ``check_generator`` says so). Refuses (non-retryably) a webhook whose secret is not configured or whose
-        address is not allowed: ``InvalidRequest`` for the set's own, ``DeploymentMisconfigured`` for the
-        deployment's; a host that does not resolve for now is tried again."""
+        it bills, the default budget, whether it has a webhook, the default temporal mode (no models for a generator
+        that does not exist: ``check_generator`` says so). Refuses (non-retryably) a webhook whose secret is not
+        configured or whose address is not allowed: ``InvalidRequest`` for the set's own, ``DeploymentMisconfigured``
+        for the deployment's; a host that does not resolve for now is tried again."""
         try:
             generator: Generator | None = await self._generator(request.generator)
         except ApplicationError:
@@ -132,6 +136,7 @@ class ProductionActivities:
             budget=self._costs.default_budget(),
             webhook=bool(webhooks.webhook_url),
             clip_seconds=clip_seconds,
+            temporal=self._default_temporal,
         )
 
     @activity.defn(name=ActivityName.PREPARE_UPLOAD)

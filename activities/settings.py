@@ -8,12 +8,18 @@ from pydantic import Field
 
 from core.redact import RegisteredSecret
 from core.settings import PopconSettings
+from workflows.contract import TemporalMode
 
 
 class OrchestrationSettings(PopconSettings):
     """The orchestration worker: the workflow and the CPU activities."""
 
     orchestration_activity_concurrency: int = Field(default=8, ge=1)
+    default_temporal: TemporalMode = Field(
+        default=TemporalMode.STABILISE,
+        description="The temporal mode of a set that names none: stabilise (weight-free, less flicker where the "
+        "picture holds still, moving parts untouched), sam2 (every GPU worker needs the SAM 2 weights) or none.",
+    )
 
 
 class PaidGenerationSettings(PopconSettings):

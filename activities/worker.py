@@ -160,7 +160,9 @@ def build_worker(
     """
     paid = PaidGenerationSettings() if paid is None else paid
     webhooks = WebhookSettings() if webhooks is None else webhooks
-    production = ProductionActivities(store, generators, costs=costs, webhooks=webhooks)
+    production = ProductionActivities(
+        store, generators, costs=costs, webhooks=webhooks, default_temporal=settings.default_temporal
+    )
     delivery = EventDelivery(webhooks)
     assembly = AssemblyActivities(store)
     exports = PlatformExportActivities(store)

@@ -75,7 +75,14 @@ from gpu_activity_worker.worker import build_gpu_worker
 from starter.client import EmojiSetClient
 from testkit.servers import start_throwaway_server
 from testkit.stack import standin_paid_queue
-from workflows.contract import ActivityName, EmojiSetInput, GenerateClipInput, GenerateStartFrameInput, ReviewPolicy
+from workflows.contract import (
+    ActivityName,
+    EmojiSetInput,
+    GenerateClipInput,
+    GenerateStartFrameInput,
+    ReviewPolicy,
+    TemporalMode,
+)
 
 ACTIONS = ("wave", "laugh", "heart", "cry")
 NEIGHBOURS = 2
@@ -300,6 +307,7 @@ async def _run_set(
     request = EmojiSetInput(
         character_prompt="a round orange cat",
         actions=config.actions,
+        temporal=TemporalMode.NONE,  # the emoji's stabilising is not what this measures
         frames_per_emoji=config.frames,
         neighbours=NEIGHBOURS,
         clip_seconds=1.0,

@@ -59,7 +59,7 @@ from gpu_activity_worker.settings import GpuWorkerSettings
 from starter.client import EmojiSetClient
 from testkit.servers import start_throwaway_server
 from testkit.stack import Stack, StackSettings, run_stack
-from workflows.contract import EmojiSetInput, Phase, ReviewPolicy, StagePolicy
+from workflows.contract import EmojiSetInput, Phase, ReviewPolicy, StagePolicy, TemporalMode
 
 GOAL_RATIO = 1.5
 """Fairness on keeps B's time to review within this many times B's time alone."""
@@ -86,6 +86,7 @@ class Config:
         return EmojiSetInput(
             character_prompt="a round orange cat with a blue scarf",
             actions=ACTIONS[: self.actions],
+            temporal=TemporalMode.NONE,  # the emoji's stabilising is not what this measures
             frames_per_emoji=self.frames,
             neighbours=self.neighbours,
             takes_per_action=1,

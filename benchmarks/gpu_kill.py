@@ -77,6 +77,7 @@ from workflows.contract import (
     EmojiSetInput,
     ExportTarget,
     ReviewPolicy,
+    TemporalMode,
 )
 
 ACTIONS = ["wave", "laugh", "heart", "cry"]
@@ -118,6 +119,7 @@ class Config:
         return EmojiSetInput(
             character_prompt="a round orange cat with a blue scarf",
             actions=ACTIONS[: self.actions],
+            temporal=TemporalMode.NONE,  # the emoji's stabilising is not what this measures
             frames_per_emoji=self.frames,
             neighbours=self.neighbours,
             takes_per_action=1,

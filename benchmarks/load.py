@@ -66,7 +66,14 @@ from core.connection import connect
 from core.settings import PROJECT_DIR, TemporalSettings
 from starter.client import EmojiSetClient
 from starter.devstack import ensure_search_attributes, temporal_cli
-from workflows.contract import GPU_TASK_QUEUE, ORCHESTRATION_TASK_QUEUE, EmojiSetInput, ExportTarget, ReviewPolicy
+from workflows.contract import (
+    GPU_TASK_QUEUE,
+    ORCHESTRATION_TASK_QUEUE,
+    EmojiSetInput,
+    ExportTarget,
+    ReviewPolicy,
+    TemporalMode,
+)
 
 ACTIONS = ["wave", "laugh", "heart", "cry"]
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -95,6 +102,7 @@ class Config:
         return EmojiSetInput(
             character_prompt="a round orange cat with a blue scarf",
             actions=ACTIONS[: self.actions],
+            temporal=TemporalMode.NONE,  # the emoji's stabilising is not what this measures
             frames_per_emoji=self.frames,
             takes_per_action=1,
             neighbours=self.neighbours,

@@ -70,6 +70,7 @@ from workflows.contract import (
     ExportTarget,
     ReviewPolicy,
     StagePolicy,
+    TemporalMode,
 )
 
 ACTIONS = ["wave", "laugh", "heart", "cry"]
@@ -104,6 +105,7 @@ class Config:
         return EmojiSetInput(
             character_prompt="a round orange cat with a blue scarf",
             actions=ACTIONS[: self.actions],
+            temporal=TemporalMode.NONE,  # the emoji's stabilising is not what this measures
             frames_per_emoji=2,
             neighbours=0,
             character_candidates=1,

@@ -48,7 +48,7 @@ from testkit.browser import CHROMIUM_ARGS, chromium_executable
 from testkit.servers import start_throwaway_server
 from testkit.stack import Stack, StackSettings, run_stack, wait_for_phase
 from testkit.web import served
-from workflows.contract import EmojiSetInput, Phase
+from workflows.contract import EmojiSetInput, Phase, TemporalMode
 from workflows.presets import DEFAULT_ACTIONS
 
 if TYPE_CHECKING:
@@ -98,7 +98,9 @@ class Config:
             "matting_pipeline": "classical",
             "owner": "benchmark",
         }
-        return EmojiSetInput(**(request | fields))
+        return EmojiSetInput(
+            **(request | fields), temporal=TemporalMode.NONE
+        )  # the emoji's stabilising is not what this measures
 
     def describe(self) -> str:
         candidates = self.actions * self.frames * self.takes * (2 * self.neighbours + 1)

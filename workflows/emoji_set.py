@@ -689,6 +689,9 @@ class EmojiSetWorkflow:
                 _refuse_configuration(terms)
             self._state.terms = terms
             self._state.ledger.currency = terms.prices.currency
+            if terms.temporal is not None and "temporal" not in input.model_fields_set:
+                # The deployment's mode for a set that names none; set in the input, so it is carried as set.
+                input = self._state.input = input.model_copy(update={"temporal": terms.temporal})
             self._require_budget_at_start()
         checks = await calls.outcome(
             asyncio.gather(

@@ -256,7 +256,8 @@ async def test_a_new_take_with_a_custom_motion_prompt_and_pick_take(stack: Stack
 
 
 async def test_pick_among_neighbours_and_across_takes(stack: Stack, set_id: str) -> None:
-    state = await start_and_review(stack, set_id, actions=["wave"], takes_per_action=2)
+    # Unstabilised, so that the picked cut-outs themselves are assembled.
+    state = await start_and_review(stack, set_id, actions=["wave"], takes_per_action=2, temporal=TemporalMode.NONE)
     frame = state.actions[0].frames[2]
     assert {(c.take, c.offset) for c in frame.candidates} == {(t, o) for t in (0, 1) for o in (-1, 0, 1)}
     neighbour = next(c for c in frame.candidates if c.offset == 1 and c.index != frame.pick)
@@ -545,6 +546,24 @@ async def test_deadline_cannot_auto_approve_an_unusable_set(time_skipping: Stack
 
     assert result.status == "expired"
     assert result.reason == "review deadline passed; cannot auto-approve, not usable: heart"
+
+
+async def test_a_set_that_names_no_temporal_mode_takes_the_deployments(stack: Stack, set_id: str) -> None:
+    state = await start_and_review(stack, set_id, actions=["wave"])
+
+    assert state.terms is not None and state.terms.temporal is TemporalMode.STABILISE
+    assert state.input.temporal is TemporalMode.STABILISE
+    [action] = state.actions
+    assert action.stabilised_for is not None
+    assert all(frame.stabilised is not None and frame.assembled() == frame.stabilised for frame in action.frames)
+
+
+async def test_a_set_that_names_its_temporal_mode_keeps_it(stack: Stack, set_id: str) -> None:
+    state = await start_and_review(stack, set_id, actions=["wave"], temporal=TemporalMode.NONE)
+
+    assert state.input.temporal is TemporalMode.NONE
+    [action] = state.actions
+    assert action.stabilised_for is None and all(frame.stabilised is None for frame in action.frames)
 
 
 async def test_temporal_stabilisation_follows_the_picks_and_is_assembled(stack: Stack, set_id: str) -> None:

@@ -30,6 +30,7 @@ from workflows.contract import (
     RefineFrameInput,
     RefineMode,
     RefinePoint,
+    TemporalMode,
     UndoRefineInput,
 )
 from workflows.emoji_set import EmojiSetWorkflow
@@ -54,7 +55,8 @@ def _picked(frame: FrameState) -> Candidate:
 
 
 async def test_refine_then_undo_changes_the_cut_out_and_back(stack: Stack, set_id: str) -> None:
-    state = await start_and_review(stack, set_id, actions=["wave"])
+    # Unstabilised, so that the refined cut-out itself is assembled.
+    state = await start_and_review(stack, set_id, actions=["wave"], temporal=TemporalMode.NONE)
     frame = state.actions[0].frames[1]
     other = next(c for c in frame.candidates if c.index != frame.pick)
     before = other.model_copy()

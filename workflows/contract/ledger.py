@@ -15,6 +15,7 @@ from enum import StrEnum
 from pydantic import Field, model_validator
 
 from workflows.contract.base import _Model
+from workflows.contract.vocabulary import TemporalMode
 
 
 class GeneratorRole(StrEnum):
@@ -80,7 +81,8 @@ class Budget(_Model):
 
 class DeploymentTerms(_Model):
     """What the deployment tells a set at start (activity ``describe_deployment``): its prices, the models of the
-    set's generator, the budget of a set that brings none, and the webhook of a set that names none."""
+    set's generator, the budget of a set that brings none, the webhook and the temporal mode of a set that names
+    none."""
 
     prices: PriceTable = Field(default_factory=PriceTable)
     models: dict[GeneratorRole, str] = Field(default_factory=dict, description="The set's generator's model per role.")
@@ -92,6 +94,11 @@ class DeploymentTerms(_Model):
     )
     clip_seconds: float | None = Field(
         default=None, description="What the set's generator makes and bills for the clip length the set asks."
+    )
+    temporal: TemporalMode | None = Field(
+        default=None,
+        description="The temporal mode of a set that names none (POPCON_DEFAULT_TEMPORAL); None from a build before "
+        "it: the input's default, none.",
     )
 
 
