@@ -127,7 +127,8 @@ class EmojiSetInput(_Model):
     temporal: TemporalMode = Field(
         default=TemporalMode.NONE,
         description="Make each emoji's picked frames consistent with each other after matting (less flicker): "
-        "none, stabilise (weight-free) or sam2 (SAM 2 video tracking, then stabilise).",
+        "none, stabilise (weight-free) or sam2 (SAM 2 video tracking, then stabilise). Left out: the deployment's "
+        "mode (POPCON_DEFAULT_TEMPORAL, stabilise unless set), written here when the set starts.",
     )
     generator: Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]+$")] = "procedural"
     image_size: int = Field(default=256, ge=64, le=1024, description="Edge of the square emoji frames, in pixels.")
