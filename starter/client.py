@@ -233,16 +233,20 @@ class EmojiSetClient:
         start = WithStartWorkflowOperation(
             EmojiSetWorkflow.run, request, **_start_options(request, set_id, self._weights)
         )
-        with contextlib.suppress(WorkflowAlreadyStartedError):  # the set has ended: its state is still read
-            try:
-                await self._update(
-                    self._requests.execute_update_with_start_workflow(
-                        EmojiSetWorkflow.attach, start_workflow_operation=start
-                    )
+        try:
+            await self._update(
+                self._requests.execute_update_with_start_workflow(
+                    EmojiSetWorkflow.attach, start_workflow_operation=start
                 )
-            except MessageRejected as refused:
-                if "expected but not found" not in str(refused):
-                    raise  # else a set of a build without the update: attached all the same
+            )
+        except WorkflowAlreadyStartedError:
+            # The set has ended: its state is still read. The start operation holds the same error: taken here, it
+            # is not logged as a future's exception never retrieved.
+            with contextlib.suppress(WorkflowAlreadyStartedError):
+                await start.workflow_handle()
+        except MessageRejected as refused:
+            if "expected but not found" not in str(refused):
+                raise  # else a set of a build without the update: attached all the same
         return await self.state(set_id)
 
     async def check_request(self, request: EmojiSetInput) -> None:

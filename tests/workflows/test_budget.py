@@ -4,6 +4,8 @@ overrun by regenerations sent together, and start-or-attach in one call."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import logging
 import re
 from typing import Any
 
@@ -115,7 +117,9 @@ async def test_a_budget_in_money_the_set_cannot_meet_fails_it_before_any_paid_ca
     assert state.ledger.calls == [] and state.character.candidates == []
 
 
-async def test_start_or_attach_starts_once_and_attaches_after(stack: Stack, set_id: str) -> None:
+async def test_start_or_attach_starts_once_and_attaches_after(
+    stack: Stack, set_id: str, caplog: pytest.LogCaptureFixture
+) -> None:
     request = EmojiSetInput(character_prompt=CAT, **SMALL)
 
     first = await stack.sets.start_or_attach(request, set_id=set_id)
@@ -127,7 +131,10 @@ async def test_start_or_attach_starts_once_and_attaches_after(stack: Stack, set_
     await stack.sets.cancel(set_id, reason="done with it")
     await stack.sets.result(set_id)
 
-    ended = await stack.sets.start_or_attach(request, set_id=set_id)
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        ended = await stack.sets.start_or_attach(request, set_id=set_id)
+        gc.collect()
+    assert "never retrieved" not in caplog.text, "the start operation's error was taken"
     assert await stack.sets.start(request, set_id=set_id) == set_id
 
     assert ended.phase is Phase.CANCELLED, "a set id names one set for good: nothing new started"
