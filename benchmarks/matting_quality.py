@@ -100,6 +100,9 @@ ORACLE = "true silhouette+defringe (oracle)"
 """``classical``'s edge step on the true hard silhouette (:func:`_true_silhouette`)."""
 CODEC_GOAL_SETTINGS = ("white", "white+crf23", "tint", "tint+crf23")
 """Where :data:`STABILISED` and :data:`ORACLE` are scored: the settings of the codec goals."""
+REGION_PIPELINES = ("classical", ORACLE)
+"""The pipelines whose error is split by where it lies (:func:`testkit.matting_metrics.error_regions`), under
+:data:`CODEC_GOAL_SETTINGS`."""
 
 GOALS = (
     metrics.Goal("sad", 0.25),
@@ -332,10 +335,21 @@ class Task:
 
 @dataclass(frozen=True)
 class ClipResult:
-    """Every pipeline's scores on one clip, by (pipeline, setting name)."""
+    """Every pipeline's scores on one clip, by (pipeline, setting name), and for :data:`REGION_PIPELINES` under
+    :data:`CODEC_GOAL_SETTINGS` where their error lies (:func:`error_by_region`)."""
 
     task: Task
     scores: dict[tuple[str, str], metrics.ClipScore]
+    regions: dict[tuple[str, str], np.ndarray]
+
+
+def error_by_region(
+    alphas: Sequence[np.ndarray], truths: Sequence[np.ndarray], regions: Sequence[np.ndarray]
+) -> np.ndarray:
+    """Per region of :data:`~testkit.matting_metrics.ERROR_REGIONS`, a clip's SAD and MSE per frame (regions x 2):
+    each column adds up to the clip's mean SAD or MSE."""
+    sums = sum(metrics.region_errors(a, t, r) for a, t, r in zip(alphas, truths, regions, strict=True))
+    return np.asarray(sums) / len(alphas) / [1000, truths[0].size]
 
 
 def score_clip(task: Task, matters: dict[str, Matter], settings: Sequence[Setting]) -> ClipResult:
@@ -346,7 +360,9 @@ def score_clip(task: Task, matters: dict[str, Matter], settings: Sequence[Settin
     clip = task.source.load()
     truths = [rgba[..., 3] / 255 for rgba in clip.frames]
     bands = [metrics.edge_band(truth) for truth in truths]
+    regions = [metrics.error_regions(truth) for truth in truths]
     scores: dict[tuple[str, str], metrics.ClipScore] = {}
+    where: dict[tuple[str, str], np.ndarray] = {}
     over: dict[str, list[np.ndarray]] = {}
     for setting in settings:
         images = setting_frames(clip.frames, setting, over)
@@ -382,11 +398,13 @@ def score_clip(task: Task, matters: dict[str, Matter], settings: Sequence[Settin
                 cuts.append(cut)
             flicker = metrics.dtssd(alphas, truths) if clip.animated else None
             scores[(name, setting.name)] = metrics.ClipScore(clip.name, tuple(frames), flicker)
+            if name in REGION_PIPELINES and setting.name in CODEC_GOAL_SETTINGS:
+                where[(name, setting.name)] = error_by_region(alphas, truths, regions)
             if name == "classical" and clip.animated and runs_on(STABILISED, setting):
                 scores[(STABILISED, setting.name)] = _stabilised_score(
                     clip.name, clip.frames, images, alphas, cuts, frames, setting
                 )
-    return ClipResult(task, scores)
+    return ClipResult(task, scores, where)
 
 
 def _stabilised_score(
@@ -503,6 +521,31 @@ def means_table(summaries: dict[Key, metrics.Summary], dataset: str) -> list[str
             cells = [_cell(fmt, getattr(summary, key)) for key, _, fmt in COLUMNS]
             row = [part, pipeline, setting, str(summary.clips), str(summary.frames), *cells, str(summary.failures)]
             lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def regions_table(results: Sequence[ClipResult], dataset: str) -> list[str]:
+    """A markdown table of where the error of :data:`REGION_PIPELINES` lies in one dataset, means over its clips: a
+    row per part, setting and pipeline."""
+    head = ["part", "setting", "pipeline"]
+    head += [f"SAD: {region}" for region in metrics.ERROR_REGIONS] + [
+        f"MSE: {region}" for region in metrics.ERROR_REGIONS
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for part in PARTS:
+        for setting in CODEC_GOAL_SETTINGS:
+            for pipeline in REGION_PIPELINES:
+                clips = [
+                    result.regions[(pipeline, setting)]
+                    for result in results
+                    if result.task.dataset == dataset
+                    and result.task.part == part
+                    and (pipeline, setting) in result.regions
+                ]
+                if clips:
+                    mean = np.mean(clips, axis=0)
+                    cells = [f"{value:.3f}" for value in mean[:, 0]] + [f"{value:.2e}" for value in mean[:, 1]]
+                    lines.append(f"| {part} | {setting} | {pipeline} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -857,6 +900,7 @@ DATASET_TITLES = {"fluent": "Fluent animations", "procedural": "Procedural clips
 
 def write_docs(
     summaries: dict[Key, metrics.Summary],
+    results: Sequence[ClipResult],
     examples: Sequence[Example],
     worst: Sequence[Example],
     skipped: dict[str, MattingError],
@@ -903,6 +947,19 @@ def write_docs(
         rows = means_table(summaries, dataset)
         if len(rows) > 2:
             text += f"\n## {title}: means\n\n" + "\n".join(rows) + "\n"
+    for dataset in GOAL_DATASETS:
+        rows = regions_table(results, dataset)
+        if len(rows) > 2:
+            text += (
+                f"\n## {DATASET_TITLES[dataset]}: where the error lies\n\nThe SAD and MSE of "
+                + " and ".join(f"`{name}`" for name in REGION_PIPELINES)
+                + f", split by where the error lies in the true alpha: the outer edge (within {metrics.REGION_BAND} "
+                f"px of the outer silhouette, on either side), holes (background the subject encloses, and the "
+                f"pixels within {metrics.REGION_BAND} px of it), elsewhere (the subject's inside and the open "
+                "background). A row adds up to the pipeline's SAD and MSE in the means table.\n\n"
+                + "\n".join(rows)
+                + "\n"
+            )
     for dataset, title in DATASET_TITLES.items():
         for part in PARTS:
             if dataset != "stills" and any(key[:2] == (dataset, part) for key in summaries):
@@ -998,6 +1055,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"\n{dataset}, {part}: the five worst of classical per setting\n"
                     + "\n".join(worst_table(summaries, dataset, part))
                 )
+    for dataset in GOAL_DATASETS:
+        rows = regions_table(results, dataset)
+        if len(rows) > 2:
+            print(f"\n{dataset}: where the error lies\n" + "\n".join(rows))
     for part in args.parts:
         for pipeline in ("classical", STABILISED):
             codec_goals, codec_met = goal_lines(codec_goal_checks(summaries, part, pipeline))
@@ -1021,7 +1082,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for result, setting in pick_examples(results, clean, HELD_OUT)
         ]
         seconds = time.perf_counter() - began
-        write_docs(summaries, examples, worst, skipped, args, seconds)
+        write_docs(summaries, results, examples, worst, skipped, args, seconds)
         print(f"wrote {REPORT}, {DOCS / 'matting-quality.png'} and {DOCS / 'matting-worst.png'}")
     return 0
 

@@ -113,6 +113,53 @@ def edge_band(truth: np.ndarray, width: int = HALO_BAND) -> np.ndarray:
     return ndimage.distance_transform_edt(~edge) <= width
 
 
+ERROR_REGIONS = ("outer edge", "holes", "elsewhere")
+"""Where an alpha error lies, by the true alpha (see :func:`error_regions`)."""
+
+REGION_BAND = 3
+"""Pixels within this distance of the true silhouette count as its edge (the width of a codec's ringing)."""
+
+_FOUR_CONNECTED = ndimage.generate_binary_structure(2, 1)
+
+
+def _near(mask: np.ndarray, distance: float) -> np.ndarray:
+    """Pixels at most ``distance`` from ``mask`` (the mask included); none when the mask is empty."""
+    if not mask.any():
+        return np.zeros_like(mask)
+    return ndimage.distance_transform_edt(~mask) <= distance
+
+
+def error_regions(truth: np.ndarray) -> np.ndarray:
+    """Each pixel's region, as an index into :data:`ERROR_REGIONS` (int8 HxW).
+
+    * holes: background the subject encloses (not 4-connected to the frame border, as the gap between a raised arm
+      and the body) and the pixels within :data:`REGION_BAND` of it, on either side;
+    * outer edge: the other pixels within :data:`REGION_BAND` of the outer silhouette, on either side;
+    * elsewhere: the subject's inside and the open background.
+    """
+    subject = truth > 0.5
+    labels, _ = ndimage.label(~subject, structure=_FOUR_CONNECTED)
+    border = np.unique(np.concatenate([labels[0], labels[-1], labels[:, 0], labels[:, -1]]))
+    outer = np.isin(labels, border[border > 0])
+    regions = np.full(truth.shape, 2, dtype=np.int8)
+    regions[_near(outer, REGION_BAND) & _near(~outer, REGION_BAND)] = 0
+    regions[_near(~subject & ~outer, REGION_BAND)] = 1
+    return regions
+
+
+def region_errors(alpha: np.ndarray, truth: np.ndarray, regions: np.ndarray | None = None) -> np.ndarray:
+    """The absolute and squared alpha errors summed per region (:func:`error_regions`): len(ERROR_REGIONS) x 2.
+
+    Summed over a clip's frames and divided as :func:`sad` and :func:`mse` divide, the rows add up to them.
+    """
+    where = (error_regions(truth) if regions is None else regions).ravel()
+    error = (alpha.astype(np.float64) - truth).ravel()
+    count = len(ERROR_REGIONS)
+    return np.stack(
+        [np.bincount(where, np.abs(error), minlength=count), np.bincount(where, error**2, minlength=count)], axis=1
+    )
+
+
 def halo_score(rgba: np.ndarray, true_rgba: np.ndarray, band: np.ndarray | None = None) -> float:
     """How much wrong colour shows at the edge of a cut-out, in 0..255 units (0 is perfect).
 

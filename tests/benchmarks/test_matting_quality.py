@@ -10,11 +10,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from benchmarks import emoji_data
 from benchmarks.emoji_data import HELD_OUT, SKIN_TONE, TUNE, procedural_clips
-from benchmarks.matting_quality import COMMAND, REPORT, committed_fixed_sample, fixed_sample_rows
+from benchmarks.matting_quality import COMMAND, REPORT, committed_fixed_sample, error_by_region, fixed_sample_rows
+from testkit import matting_metrics as metrics
 
 FIXTURES = Path(__file__).resolve().parent.parent / "gpu_activity_worker" / "data"
 
@@ -77,3 +79,16 @@ def test_the_fluent_parts_share_no_emoji_and_the_held_out_part_none_the_tests_us
     assert not emoji(held_out) & emoji_data.TEST_FIXTURE_EMOJI
     with pytest.raises(ValueError, match="tune part has 70"):
         emoji_data.fluent_sample(213, part=TUNE)
+
+
+def test_where_the_error_lies_adds_up_to_the_clips_sad_and_mse() -> None:
+    """The report's split of a clip's error by region (error_by_region) adds up to its mean SAD and MSE per frame."""
+    clip = procedural_clips(1, part=TUNE)[0].load()
+    truths = [rgba[..., 3] / 255 for rgba in clip.frames[:3]]
+    alphas = [(truth > 0.5).astype(np.float32) for truth in truths]  # a hard cut: errors at every edge
+
+    split = error_by_region(alphas, truths, [metrics.error_regions(truth) for truth in truths])
+
+    assert split[:, 0].sum() == pytest.approx(np.mean([metrics.sad(a, t) for a, t in zip(alphas, truths, strict=True)]))
+    assert split[:, 1].sum() == pytest.approx(np.mean([metrics.mse(a, t) for a, t in zip(alphas, truths, strict=True)]))
+    assert split[0, 0] > 0  # the outer edge

@@ -197,3 +197,35 @@ def test_a_goal_on_a_figure_that_was_not_measured_is_missed() -> None:
     (check,) = metrics.check_goals(stills, [metrics.Goal("dtssd", 2.0)])
 
     assert not check.met
+
+
+def _ring() -> np.ndarray:
+    """A ring: a disc of radius 20 with a hole of radius 8 through it."""
+    return _disc(20.0) - _disc(8.0)
+
+
+def test_error_regions_tell_the_outer_edge_from_a_hole_and_the_rest() -> None:
+    regions = metrics.error_regions(_ring())
+    outer, hole, elsewhere = range(3)
+
+    assert regions[32, 32] == hole  # the hole's middle
+    assert regions[32, 32 + 8] == hole  # the hole's rim, on the subject's side
+    assert regions[32, 32 + 20] == outer  # the outer rim
+    assert regions[32, 32 + 22] == outer  # just past it, in the background
+    assert regions[32, 32 + 14] == elsewhere  # inside the ring, away from both rims
+    assert regions[0, 0] == elsewhere  # the open background
+    assert set(np.unique(metrics.error_regions(_disc()))) == {outer, elsewhere}  # no hole, no hole region
+
+
+def test_region_errors_add_up_to_sad_and_mse() -> None:
+    truth = _ring()
+    alpha = np.clip(truth + _disc(9.0), 0.0, 1.0)  # the hole left opaque, and the rest exact
+    alpha[:4, :4] = 0.5  # an error in the open background
+
+    sums = metrics.region_errors(alpha, truth)
+
+    assert sums[:, 0].sum() / 1000 == pytest.approx(metrics.sad(alpha, truth))
+    assert sums[:, 1].sum() / SIZE**2 == pytest.approx(metrics.mse(alpha, truth))
+    assert sums[0, 0] == 0.0  # nothing wrong at the outer edge
+    assert sums[1, 0] == pytest.approx(np.abs(alpha - truth)[metrics.error_regions(truth) == 1].sum())
+    assert sums[2, 0] == pytest.approx(16 * 0.5)
