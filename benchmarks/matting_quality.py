@@ -79,7 +79,7 @@ from gpu_activity_worker.engines.classical import FloodFillStep  # noqa: E402
 from gpu_activity_worker.engines.defringe import defringe  # noqa: E402
 from gpu_activity_worker.pipeline import Pipelines  # noqa: E402
 from gpu_activity_worker.settings import GpuWorkerSettings  # noqa: E402
-from gpu_activity_worker.temporal import stabilise_alphas  # noqa: E402
+from gpu_activity_worker.temporal import stabilise  # noqa: E402
 from gpu_activity_worker.vocabulary import MattingError, UnsupportedImageError  # noqa: E402
 from gpu_activity_worker.weights import WeightsMissingError  # noqa: E402
 from testkit import matting_metrics as metrics  # noqa: E402
@@ -100,7 +100,7 @@ ORACLE = "true silhouette+defringe (oracle)"
 """``classical``'s edge step on the true hard silhouette (:func:`_true_silhouette`)."""
 CODEC_GOAL_SETTINGS = ("white", "white+crf23", "tint", "tint+crf23")
 """Where :data:`STABILISED` and :data:`ORACLE` are scored: the settings of the codec goals."""
-REGION_PIPELINES = ("classical", ORACLE)
+REGION_PIPELINES = ("classical", STABILISED, ORACLE)
 """The pipelines whose error is split by where it lies (:func:`testkit.matting_metrics.error_regions`), under
 :data:`CODEC_GOAL_SETTINGS`."""
 
@@ -401,9 +401,11 @@ def score_clip(task: Task, matters: dict[str, Matter], settings: Sequence[Settin
             if name in REGION_PIPELINES and setting.name in CODEC_GOAL_SETTINGS:
                 where[(name, setting.name)] = error_by_region(alphas, truths, regions)
             if name == "classical" and clip.animated and runs_on(STABILISED, setting):
-                scores[(STABILISED, setting.name)] = _stabilised_score(
+                scores[(STABILISED, setting.name)], stable = _stabilised_score(
                     clip.name, clip.frames, images, alphas, cuts, frames, setting
                 )
+                if setting.name in CODEC_GOAL_SETTINGS:
+                    where[(STABILISED, setting.name)] = error_by_region(stable, truths, regions)
     return ClipResult(task, scores, where)
 
 
@@ -415,18 +417,22 @@ def _stabilised_score(
     cuts: Sequence[np.ndarray],
     before: Sequence[metrics.FrameScore],
     setting: Setting,
-) -> metrics.ClipScore:
-    """``classical`` on a clip with its alphas stabilised across the clip's frames (:func:`stabilise_alphas`): each
-    frame's ms is its ``classical`` time plus its share of the stabiliser's; the cut-outs keep their RGB."""
+) -> tuple[metrics.ClipScore, list[np.ndarray]]:
+    """``classical`` on a clip with its frames made consistent by the ``stabilise`` mode (:func:`stabilise`): the
+    score, and the alphas. Each frame's ms is its ``classical`` time plus its share of the stabiliser's; the cut-outs
+    keep their RGB except where a hole was opened."""
     cpu, wall = time.process_time(), time.perf_counter()
-    stabilised = stabilise_alphas(images, alphas)
+    consistent = stabilise(images, alphas)
     share_ms = (time.process_time() - cpu) * 1000 / len(images)
     share_wall_ms = (time.perf_counter() - wall) * 1000 / len(images)
     truths = [rgba[..., 3] / 255 for rgba in truth_frames]
     detailed = setting.crf is None
     frames = []
-    for rgba, truth, alpha, cut, old in zip(truth_frames, truths, stabilised, cuts, before, strict=True):
-        stable_cut = np.dstack([cut[..., :3], _to_uint8(alpha)])
+    for rgba, truth, alpha, patch, cut, old in zip(
+        truth_frames, truths, consistent.alphas, consistent.patches, cuts, before, strict=True
+    ):
+        rgb = cut[..., :3] if patch is None else patch.paint(cut[..., :3])
+        stable_cut = np.dstack([rgb, _to_uint8(alpha)])
         frames.append(
             metrics.FrameScore(
                 sad=metrics.sad(alpha, truth),
@@ -440,7 +446,7 @@ def _stabilised_score(
                 failed=old.failed,
             )
         )
-    return metrics.ClipScore(name, tuple(frames), metrics.dtssd(stabilised, truths))
+    return metrics.ClipScore(name, tuple(frames), metrics.dtssd(consistent.alphas, truths)), consistent.alphas
 
 
 @dataclass
@@ -952,7 +958,8 @@ def write_docs(
         if len(rows) > 2:
             text += (
                 f"\n## {DATASET_TITLES[dataset]}: where the error lies\n\nThe SAD and MSE of "
-                + " and ".join(f"`{name}`" for name in REGION_PIPELINES)
+                + ", ".join(f"`{name}`" for name in REGION_PIPELINES[:-1])
+                + f" and `{REGION_PIPELINES[-1]}`"
                 + f", split by where the error lies in the true alpha: the outer edge (within {metrics.REGION_BAND} "
                 f"px of the outer silhouette, on either side), holes (background the subject encloses, and the "
                 f"pixels within {metrics.REGION_BAND} px of it), elsewhere (the subject's inside and the open "

@@ -396,7 +396,7 @@ def _white_holes(
     candidates = candidates & (area >= HOLE_MIN_AREA * labels.size)
     if not candidates.any():
         return candidates
-    if _edge_noise(image, background, outside[labels]) >= CODEC_NOISE_GATE:
+    if touched_by_codec(image, background, outside[labels]):
         candidates &= _distance_matched_bias(image, background, labels, outside, candidates) <= CODEC_WHITE_HOLE_BIAS
     else:
         candidates &= bias <= WHITE_HOLE_BIAS
@@ -514,9 +514,21 @@ def _edge_noise(image: np.ndarray, background: Background, region: np.ndarray) -
     return float(np.linalg.norm(image[beside] - background.colour[beside], axis=1).mean())
 
 
+def touched_by_codec(image: np.ndarray, background: Background, region: np.ndarray) -> bool:
+    """Whether a codec (H.264, JPEG) has touched the frame: the background beside the subject is noisy
+    (:func:`_edge_noise` at least :data:`CODEC_NOISE_GATE`).
+
+    Args:
+        image: float32 HxWx3 in [0, 1].
+        background: The frame's plain background.
+        region: bool HxW, the background around the subject.
+    """
+    return _edge_noise(image, background, region) >= CODEC_NOISE_GATE
+
+
 def _absorb_codec_noise(image: np.ndarray, background: Background, region: np.ndarray) -> np.ndarray:
     """The background region grown over the codec's chroma noise beside the subject (see :data:`CODEC_GROWTH`)."""
-    if _edge_noise(image, background, region) < CODEC_NOISE_GATE:
+    if not touched_by_codec(image, background, region):
         return region
     offset = image - background.colour
     luma = np.abs(np.einsum("...c,c->...", offset, _LUMA))

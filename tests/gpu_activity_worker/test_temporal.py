@@ -2,7 +2,9 @@
 
 Frames are drawn here: an anti-aliased disc on white (its exact alpha is the truth) whose matte flickers the way
 per-frame matting does (a random alpha jitter at the edge, a speck found in one frame only), and a moving bar whose
-alpha must stay each frame's own. H.264 noise comes from a real libx264 round trip (the benchmark's encoder).
+alpha must stay each frame's own; a ring round a gap that some frames' mattes keep opaque, beside a painted white eye
+(a hole and white paint look alike through a codec). H.264 noise comes from a real libx264 round trip (the
+benchmark's encoder).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from gpu_activity_worker.pipeline import Pipelines
 from gpu_activity_worker.temporal import (
     CHANGE_RADIUS,
     FramesMismatchError,
+    open_holes,
     reconcile_with_track,
     sam2_consistent,
     stabilise_alphas,
@@ -194,11 +197,122 @@ def test_reconcile_with_a_track_fills_a_hole_of_one_frame() -> None:
         return masks
 
     stable = sam2_consistent(images, mattes, track)
-    assert calls == [(FRAMES, np.bool_)] and (stable[2][16:24, 20:28] == 1).all()
+    assert calls == [(FRAMES, np.bool_)] and (stable.alphas[2][16:24, 20:28] == 1).all()
     with pytest.raises(UnsupportedImageError, match="first frame"):
         sam2_consistent(images, [np.zeros_like(m) for m in mattes], track)
     with pytest.raises(FramesMismatchError, match="tracked masks"):
         reconcile_with_track(mattes, masks[:2])
+
+
+def _paint(image: np.ndarray, alpha: np.ndarray, colour: tuple[float, float, float]) -> np.ndarray:
+    return np.array(colour) * alpha[..., None] + image * (1 - alpha[..., None])
+
+
+FOUND = (0, 2, 3, 5)
+"""The frames whose matte found the ring's gap: frames 1 and 4 (MISSED), which kept it opaque, lie between two that
+found it."""
+MISSED = (1, 4)
+BLOCK = (slice(40, 60), slice(4, 28))
+SPECK = (slice(48, 50), slice(14, 16))
+"""In the middle of the block, under the smallest hole area of a 64x64 frame."""
+
+
+def _ring_scene(
+    found: tuple[int, ...] = FOUND, jumping_eye: bool = False
+) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    """A red ring round a white gap, a black disc painted with a white eye and a pupil, and a grey block with a 2x2
+    white speck in it, over white: the frames (uint8), their true alphas and what per-frame matting gives through a
+    codec, where a hole and white paint look alike. The mattes of the frames in ``found`` found the gap (a hole); the
+    others kept it opaque. The speck is a hole in frames 0 and 2 (found there), paint in the others. With
+    ``jumping_eye`` the eye jumps 32 px up and down, so that its white lies on its neighbours' open background."""
+    frames, truths, mattes = [], [], []
+    for t in range(FRAMES):
+        ring = np.clip(_disc(13, (22, 22)) - _disc(7, (22, 22)), 0.0, 1.0)
+        centre = (14.0 + 32 * (t % 2), 50.0) if jumping_eye else (22.0, 48.0)
+        disc, white, pupil = _disc(9, centre), _disc(5, centre), _disc(2, centre)
+        image = _paint(np.ones((SIZE, SIZE, 3)), ring, (0.8, 0.2, 0.1))
+        image[BLOCK] = (0.6, 0.6, 0.6)
+        image = _paint(_paint(_paint(image, disc, (0.1, 0.1, 0.1)), white, (1.0, 1.0, 1.0)), pupil, (0.1, 0.1, 0.1))
+        image[SPECK] = 1.0
+        truth = np.maximum(ring, disc)
+        truth[BLOCK] = 1.0
+        truth[SPECK] = 0.0 if t in (0, 2) else 1.0
+        frames.append(np.clip(np.rint(image * 255), 0, 255).astype(np.uint8))
+        truths.append(truth)
+        mattes.append((truth if t in found else np.maximum(truth, _disc(7.5, (22, 22)))).astype(np.float32))
+    return frames, truths, mattes
+
+
+def _gap(alpha: np.ndarray) -> np.ndarray:
+    """The core of the ring's gap (away from its rim)."""
+    return alpha[19:26, 19:26]
+
+
+def test_a_hole_kept_between_two_frames_that_show_it_is_opened() -> None:
+    """Frames 1 and 4 kept the gap opaque between two frames that found it. The eye's white, as background-coloured,
+    lies on no neighbour's hole and stays; the frames that found the gap are left as they are."""
+    images, truths, mattes = _ring_scene()
+
+    opened = open_holes(h264(images, 23), mattes)
+
+    for t in MISSED:
+        alpha, patch = opened.alphas[t], opened.patches[t]
+        assert (_gap(alpha) < 0.05).all() and (_gap(mattes[t]) == 1).all()
+        assert patch is not None and patch.region[22, 22] and not patch.region[22, 48]
+        np.testing.assert_array_equal(alpha[:, 38:], mattes[t][:, 38:])  # the eye is untouched
+    for t in FOUND:
+        assert opened.patches[t] is None
+        np.testing.assert_array_equal(opened.alphas[t], mattes[t])
+    before = np.mean([metrics.sad(m, t) for m, t in zip(mattes, truths, strict=True)])
+    after = np.mean([metrics.sad(a, t) for a, t in zip(opened.alphas, truths, strict=True)])
+    assert after < 0.5 * before, (before, after)
+
+
+@pytest.mark.parametrize("finder", [2, 1])
+def test_one_frames_finding_does_not_spread(finder: int) -> None:
+    """Only one frame's matte found the gap: its neighbours have it on one side only (frame 0 has no other side), so
+    nothing is opened (per-frame matting also cuts white paint now and then, and that must not spread)."""
+    images, _, mattes = _ring_scene(found=(finder,))
+
+    opened = open_holes(h264(images, 23), mattes)
+
+    assert opened.patches == [None] * FRAMES
+
+
+def test_a_speck_smaller_than_a_hole_is_not_opened() -> None:
+    """The speck lies on holes of frames 0 and 2 in frame 1, but is too small to be a hole worth opening
+    (:data:`~gpu_activity_worker.engines.classical.HOLE_MIN_AREA`): paint, as it is there, stays."""
+    images, _, mattes = _ring_scene()
+
+    opened = open_holes(h264(images, 18), mattes)
+
+    assert (opened.alphas[1][SPECK] == 1).all()
+
+
+def test_paint_moving_onto_the_open_background_stays() -> None:
+    """The eye jumps, so its white lies on its neighbours' open background: only a neighbour's holes (background the
+    subject encloses) are evidence, never where the subject merely was not."""
+    images, _, mattes = _ring_scene(jumping_eye=True)
+
+    opened = open_holes(h264(images, 23), mattes)
+
+    for alpha, matte in zip(opened.alphas, mattes, strict=True):
+        np.testing.assert_array_equal(alpha[:, 38:], matte[:, 38:])
+
+
+def test_a_clean_frame_keeps_its_own_hole_decision() -> None:
+    """Without a codec's noise the matte's own hole test is exact: nothing is opened."""
+    images, _, mattes = _ring_scene()
+
+    opened = open_holes(images, mattes)
+
+    assert opened.patches == [None] * FRAMES
+    for alpha, matte in zip(opened.alphas, mattes, strict=True):
+        np.testing.assert_array_equal(alpha, matte)
+
+
+def _to_alpha8(alpha: np.ndarray) -> np.ndarray:
+    return np.clip(np.rint(alpha * 255), 0, 255).astype(np.uint8)
 
 
 def _png(array: np.ndarray) -> bytes:
@@ -214,7 +328,7 @@ def test_stabilise_emoji_reads_and_stores_refs(tmp_path: Path) -> None:
     sources = [store.put(source_key(f"src-{t}.png"), _png(image), "image/png") for t, image in enumerate(images)]
     cutouts = []
     for t, (image, matte) in enumerate(zip(images, mattes, strict=True)):
-        rgba = np.dstack([image, np.clip(np.rint(matte * 255), 0, 255).astype(np.uint8)])
+        rgba = np.dstack([image, _to_alpha8(matte)])
         cutouts.append(store.put(source_key(f"matte-{t}.png"), encode_png(rgba), "image/png"))
     request = StabiliseEmojiInput(
         mode=TemporalMode.STABILISE,
@@ -242,6 +356,32 @@ def test_stabilise_emoji_reads_and_stores_refs(tmp_path: Path) -> None:
     )
     with pytest.raises(CorruptImageError):
         stabilise_emoji(broken, store, Pipelines(builtin_steps()))
+
+
+def test_stabilise_emoji_opens_a_missed_hole_and_repaints_its_edge(tmp_path: Path) -> None:
+    store = FileArtifactStore(tmp_path)
+    images, _, mattes = _ring_scene()
+    frames = h264(images, 23)
+    sources = [store.put(source_key(f"src-{t}.png"), _png(frame), "image/png") for t, frame in enumerate(frames)]
+    cutouts = [
+        store.put(source_key(f"matte-{t}.png"), encode_png(np.dstack([frame, _to_alpha8(matte)])), "image/png")
+        for t, (frame, matte) in enumerate(zip(frames, mattes, strict=True))
+    ]
+    request = StabiliseEmojiInput(
+        mode=TemporalMode.STABILISE,
+        sources=sources,
+        mattes=cutouts,
+        output_keys=[stable_key(t) for t in range(FRAMES)],
+    )
+
+    output = stabilise_emoji(request, store, Pipelines(builtin_steps()))
+
+    stored = [np.asarray(Image.open(io.BytesIO(store.get(ref)))) for ref in output.mattes]
+    for t in MISSED:
+        rgba, frame = stored[t], frames[t]
+        assert (_gap(rgba[..., 3]) <= 12).all()
+        repainted = (rgba[..., :3] != frame).any(axis=2)
+        assert repainted[10:35, 10:35].any() and not repainted[:, 40:].any()  # around the gap only, not the eye
 
 
 def test_the_request_refuses_none_and_unpaired_lists() -> None:
